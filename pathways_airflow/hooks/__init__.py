@@ -1,0 +1,1 @@
+"""Hooks: Kubernetes clients for Pathways workloads from Airflow connections."""

@@ -1,0 +1,5 @@
+"""Operators: submit Pathways workloads and act on their results."""
+
+from pathways_airflow.operators.workload import PathwaysJobOperator
+
+__all__ = ["PathwaysJobOperator"]

@@ -1,0 +1,1 @@
+"""Sensors: wait on workload phases, TPU slice readiness and committed checkpoints."""

@@ -1,0 +1,1 @@
+"""How to read the cluster: pure functions from API objects (plain dicts) to verdicts."""

@@ -1,0 +1,1 @@
+"""Triggers: long waits in the triggerer, one module per thing waited on."""

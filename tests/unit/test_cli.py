@@ -1,0 +1,67 @@
+"""The ``pathways-airflow render`` console script, run as a user runs it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+SCRIPT = shutil.which("pathways-airflow", path=str(Path(sys.executable).parent))
+COMMON = ["--tpu", "v5e", "--topology", "2x4", "--num-slices", "2", "--pathways-dir", "gs://my-bucket/tmp"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT, "the pathways-airflow console script is not installed"
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_render_both_backends_with_a_command_after_the_separator(crds):
+    for backend, kind in (("pathwaysjob", "PathwaysJob"), ("jobset", "JobSet")):
+        result = run(
+            "render", "--backend", backend, *COMMON, "--image", "python:3.11", "--env", "STEPS=10",
+            "--queue-name", "tpu-queue", "--crds", str(crds), "--", "python3", "train.py", "--steps", "10",
+        )
+        assert result.returncode == 0, result.stderr
+        manifest = yaml.safe_load(result.stdout)
+        assert manifest["kind"] == kind
+        assert manifest["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "tpu-queue"}
+        assert "&id" not in result.stdout  # no YAML anchors for kubectl users
+        text = result.stdout
+        assert "- train.py" in text and "- --steps" in text
+
+
+def test_bad_input_exits_2_with_every_problem_and_prints_no_manifest():
+    result = run("render", "--tpu", "v6e", "--topology", "3x3", "--pathways-dir", "s3://x", "--image", "i")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "topology='3x3'" in result.stderr and "valid: 1x1, 2x2" in result.stderr
+    assert "pathways_dir='s3://x'" in result.stderr
+
+
+def test_a_name_that_cannot_fit_is_refused():
+    result = run("render", *COMMON, "--name", "a-name-that-is-far-too-long-for-pathways")
+    assert result.returncode == 2 and "at most 22 characters" in result.stderr
+
+
+def test_custom_components_from_flags():
+    result = run(
+        "render", *COMMON, "--custom-image", "proxy_server=proxy:1", "--custom-flag", "proxy_server=--x=1",
+        "--custom-flag", "worker=--y=2",
+    )
+    assert result.returncode == 0, result.stderr
+    components = yaml.safe_load(result.stdout)["spec"]["customComponents"]
+    assert components == [
+        {"componentType": "proxy_server", "image": "proxy:1", "customFlags": ["--x=1"]},
+        {"componentType": "worker", "customFlags": ["--y=2"]},
+    ]
+
+
+def test_demo_writes_both_manifests_valid_against_the_crds(tmp_path, crds):
+    result = run("demo", "--out", str(tmp_path), "--crds", str(crds))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("valid against its CRD") == 2
+    assert yaml.safe_load((tmp_path / "pathwaysjob.yaml").read_text())["kind"] == "PathwaysJob"
+    assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
+    assert "topology='3x3'" in result.stdout

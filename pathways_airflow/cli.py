@@ -157,8 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="subcommand", required=True)
     render_parser(subparsers)
     from pathways_airflow.demo import demo_parser
+    from pathways_airflow.testing.cli import local_cluster_parser
 
     demo_parser(subparsers)
+    local_cluster_parser(subparsers)
     return parser
 
 

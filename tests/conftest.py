@@ -24,6 +24,11 @@ def crd_dir() -> Path | None:
     return None
 
 
+if crd_dir() is not None:
+    # The local cluster validates custom resources against these (pathways_cluster fixture).
+    os.environ.setdefault("PATHWAYS_AIRFLOW_CRDS", str(crd_dir()))
+
+
 @pytest.fixture(scope="session")
 def crds() -> Path:
     found = crd_dir()

@@ -16,6 +16,7 @@ for field and ``kubectl diff`` shows nothing a user did not ask for.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -271,16 +272,14 @@ def _proxy(workload: Workload) -> dict[str, Any]:
     }
 
 
-def _head_main_container(main: MainContainer) -> dict[str, Any]:
-    container = _main_container(main)
-    container["env"] = [
-        *container.get("env", []),
+def _pathways_client_env() -> list[dict[str, Any]]:
+    """What the controller appends to the main container's env so JAX finds the proxy."""
+    return [
         _coordinator_env("PATHWAYS_HEAD"),
         {"name": "JAX_PLATFORMS", "value": "proxy"},
         {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
         {"name": "JAX_BACKEND_TARGET", "value": f"grpc://$(PATHWAYS_HEAD):{PROXY_PORT}"},
     ]
-    return container
 
 
 def _tpu_node_selector(workload: Workload) -> dict[str, str]:
@@ -291,16 +290,26 @@ def _tpu_node_selector(workload: Workload) -> dict[str, str]:
     }
 
 
-def _head_job(workload: Workload, policy: JobSetFailurePolicy) -> dict[str, Any]:
+def _head_job(
+    workload: Workload, policy: JobSetFailurePolicy, user_pod_spec: Mapping[str, Any] | None
+) -> dict[str, Any]:
     sidecars = [_resource_manager(workload), _proxy(workload)]
-    pod: dict[str, Any] = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
-    if workload.main is not None:
-        if workload.service_account_name:
-            pod["serviceAccountName"] = workload.service_account_name
-        pod["initContainers"] = sidecars
-        pod["containers"] = [_head_main_container(workload.main)]
+    main_name = workload.main.name if workload.main else None
+    if user_pod_spec is None and workload.main is not None:
+        user_pod_spec = _head_pod_spec(workload)
+    if user_pod_spec is not None:
+        # The user's pod spec, as the controller copies it, with the Pathways servers as native
+        # sidecars and the proxy's address in the main container's environment.
+        pod = copy.deepcopy(dict(user_pod_spec))
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+        pod["initContainers"] = [*(pod.get("initContainers") or []), *sidecars]
+        for container in pod.get("containers") or []:
+            if container.get("name") == (main_name or "main"):
+                container["env"] = [*(container.get("env") or []), *_pathways_client_env()]
     else:
         # Headless: the Pathways servers are the pod's only containers.
+        pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
         pod["containers"] = [{k: v for k, v in c.items() if k != "restartPolicy"} for c in sidecars]
     if workload.deployment_mode == "colocate_head_with_workers":
         pod["nodeSelector"] = _tpu_node_selector(workload)
@@ -310,12 +319,12 @@ def _head_job(workload: Workload, policy: JobSetFailurePolicy) -> dict[str, Any]
 
     job: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
     rules = _disruption_rules(policy)
-    if policy.system_exit_codes is not None and workload.main is not None:
+    if policy.system_exit_codes is not None and main_name is not None:
         rules.append(
             {
                 "action": "FailJob",
                 "onExitCodes": {
-                    "containerName": workload.main.name,
+                    "containerName": main_name,
                     "operator": "NotIn",
                     # Exit code 0 is success and never checked; the API wants the list sorted.
                     "values": sorted(set(policy.system_exit_codes) - {0}),
@@ -475,16 +484,24 @@ def render_jobset(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     failure_policy: JobSetFailurePolicy = JobSetFailurePolicy(),
+    user_pod_spec: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The PathwaysJob controller's JobSet layout, with ``failure_policy`` on top."""
+    """The PathwaysJob controller's JobSet layout, with ``failure_policy`` on top.
+
+    ``user_pod_spec`` replaces the head pod spec built from ``workload.main`` (the PathwaysJob
+    controller copies ``controller.template.spec`` whole, whatever it holds).
+    """
     spec: dict[str, Any] = {
         "failurePolicy": _jobset_failure_policy(workload, failure_policy),
         "startupPolicy": {"startupPolicyOrder": "InOrder"},
         "coordinator": {"replicatedJob": HEAD_JOB, "jobIndex": 0, "podIndex": 0},
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
-        "replicatedJobs": [_head_job(workload, failure_policy), _worker_job(workload, name, failure_policy)],
+        "replicatedJobs": [
+            _head_job(workload, failure_policy, user_pod_spec),
+            _worker_job(workload, name, failure_policy),
+        ],
     }
-    if workload.main is not None:
+    if workload.main is not None or user_pod_spec is not None:
         spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]}
     return {
         "apiVersion": JOBSET_API_VERSION,

@@ -1,0 +1,43 @@
+"""pytest plugin (entry point ``pytest11``): the ``pathways_cluster`` fixture.
+
+``pathways_cluster`` is one :class:`~pathways_airflow.testing.LocalCluster` per test session,
+with ``KUBECONFIG`` and ``STORAGE_EMULATOR_HOST`` pointing at it while it runs, so the
+``kubernetes`` clients, ``kubectl``, ``google-cloud-storage`` and Airflow's Kubernetes
+connections find it without configuration. Options: ``--pathways-crds DIR`` (CRD schemas to
+validate against; default ``$PATHWAYS_AIRFLOW_CRDS``) and ``--pathways-speed N`` (simulated
+seconds per real second).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pathways-airflow")
+    group.addoption("--pathways-crds", default=None, help="CRD YAML directory for the local cluster's schema checks")
+    group.addoption("--pathways-speed", type=float, default=60.0, help="simulated seconds per real second (default 60)")
+
+
+@pytest.fixture(scope="session")
+def pathways_cluster(request: pytest.FixtureRequest) -> Iterator["LocalCluster"]:  # noqa: F821
+    from pathways_airflow.testing import LocalCluster
+
+    crds = request.config.getoption("--pathways-crds") or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
+    cluster = LocalCluster(crds=[crds] if crds else None, speed=request.config.getoption("--pathways-speed"))
+    saved = {key: os.environ.get(key) for key in ("KUBECONFIG", "STORAGE_EMULATOR_HOST")}
+    with cluster:
+        os.environ["KUBECONFIG"] = cluster.kubeconfig
+        if cluster.gcs_endpoint:
+            os.environ["STORAGE_EMULATOR_HOST"] = cluster.gcs_endpoint
+        try:
+            yield cluster
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

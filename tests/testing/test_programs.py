@@ -1,0 +1,480 @@
+"""Stand-in workloads run for real: on an event loop, against the GCS emulator, on a fast clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Mapping
+
+import aiohttp
+import pytest
+
+from pathways_airflow.checkpoints import COMMIT_MARKER, METADATA_FILE
+from pathways_airflow.testing.clock import VirtualClock
+from pathways_airflow.testing.gcs import AsyncGcs, GcsEmulator
+from pathways_airflow.testing.programs import PROGRAMS, choose_program, program_name
+from pathways_airflow.testing.programs.args import command_tokens, parse_params
+from pathways_airflow.testing.programs.base import ProgramContext
+from pathways_airflow.testing.programs.benchmark import METRIC_KEYS, copy_destination, percentile
+from pathways_airflow.testing.programs.training import item_file_names
+
+BUCKET = "pathways-demo"
+SPEED = 1000.0  # one simulated second is a real millisecond
+PATHWAYS_IMAGES = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    with GcsEmulator([BUCKET]) as running:
+        yield running
+
+
+@pytest.fixture
+def base() -> str:
+    """A fresh ``base_output_directory`` per test, so tests never see each other's objects."""
+    return f"gs://{BUCKET}/{uuid.uuid4().hex[:10]}"
+
+
+class RecordingGcs:
+    """The real AsyncGcs, remembering the order of writes so tests can check commit ordering."""
+
+    def __init__(self, gcs: AsyncGcs):
+        self.gcs = gcs
+        self.writes: list[str] = []
+
+    async def write(self, uri: str, data: bytes) -> None:
+        await self.gcs.write(uri, data)
+        self.writes.append(uri)
+
+    async def read(self, uri: str) -> bytes | None:
+        return await self.gcs.read(uri)
+
+    async def exists(self, uri: str) -> bool:
+        return await self.gcs.exists(uri)
+
+    async def list(self, prefix_uri: str, *, delimiter: str | None = "/") -> tuple[list[str], list[str]]:
+        return await self.gcs.list(prefix_uri, delimiter=delimiter)
+
+    async def delete_prefix(self, prefix_uri: str) -> int:
+        return await self.gcs.delete_prefix(prefix_uri)
+
+
+@dataclass
+class Container:
+    """One stand-in's context plus what it did: its log lines and published ports."""
+
+    context: ProgramContext
+    logs: list[str] = field(default_factory=list)
+    ports: dict[int, int] = field(default_factory=dict)
+
+    def lines_with(self, text: str) -> list[str]:
+        return [line for line in self.logs if text in line]
+
+
+Services = Mapping[str, Mapping[int, int]]
+
+
+def container(
+    gcs: RecordingGcs,
+    argv: list[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    services: Services | None = None,
+    clock: VirtualClock | None = None,
+) -> Container:
+    logs: list[str] = []
+    ports: dict[int, int] = {}
+
+    async def resolve(host: str, port: int) -> tuple[str, int] | None:
+        published = (services or {}).get(host.split(".")[0], {})
+        return ("127.0.0.1", published[port]) if port in published else None
+
+    context = ProgramContext(
+        namespace="default",
+        pod_name="pod-0",
+        container_name="main",
+        argv=argv,
+        env=dict(env or {}),
+        clock=clock or VirtualClock(SPEED),
+        gcs=gcs,
+        log=logs.append,
+        publish_port=ports.__setitem__,
+        resolve=resolve,
+    )
+    return Container(context, logs, ports)
+
+
+def on_loop(emulator: GcsEmulator, scenario: Callable[[RecordingGcs], Awaitable[object]]) -> object:
+    async def main():
+        async with AsyncGcs(emulator.endpoint) as gcs:
+            return await scenario(RecordingGcs(gcs))
+
+    return asyncio.run(main())
+
+
+async def run_program(box: Container) -> int:
+    program = choose_program(box.context.argv, box.context.env, "maxtext:latest")
+    return await asyncio.wait_for(program(box.context), timeout=15)
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+async def cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def train_argv(base: str, *settings: str) -> list[str]:
+    return ["python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+            f"base_output_directory={base}", "run_name=run1", *settings]  # fmt: skip
+
+
+def step_files(checkpoint_dir: str, step: int, files: int = 3) -> set[str]:
+    step_dir = f"{checkpoint_dir}/{step}"
+    items = {f"{step_dir}/items/{name}" for name in item_file_names(files)}
+    return {f"{step_dir}/{METADATA_FILE}", f"{step_dir}/{COMMIT_MARKER}", *items}
+
+
+async def all_objects(gcs: RecordingGcs, prefix: str) -> set[str]:
+    return set((await gcs.list(prefix.rstrip("/") + "/", delimiter=None))[1])
+
+
+# --- training -------------------------------------------------------------------------------------
+
+
+def test_training_writes_committed_checkpoints_in_orbax_layout(emulator, base):
+    checkpoints = f"{base}/run1/checkpoints"
+
+    async def scenario(gcs: RecordingGcs):
+        box = container(gcs, train_argv(base, "steps=25", "checkpoint_period=10"))
+        assert await run_program(box) == 0
+        assert box.logs[0].startswith("no checkpoint found, starting from step 0")
+        assert [line.split(",")[0] for line in box.lines_with("completed step:")] == [
+            f"completed step: {n}" for n in range(25)
+        ]
+        expected = set().union(*(step_files(checkpoints, s) for s in (0, 10, 20, 24)))
+        assert await all_objects(gcs, checkpoints) == expected
+        for step in (0, 10, 20, 24):
+            mine = [uri for uri in gcs.writes if uri.startswith(f"{checkpoints}/{step}/")]
+            assert mine[0].endswith(METADATA_FILE) and mine[-1].endswith(COMMIT_MARKER)
+        item_metadata = json.loads(await gcs.read(f"{checkpoints}/24/items/_METADATA"))
+        assert item_metadata["step"] == 24
+
+    on_loop(emulator, scenario)
+
+
+def test_training_resumes_from_the_newest_committed_step_after_a_kill_mid_save(emulator, base):
+    checkpoints = f"{base}/run1/checkpoints"
+    argv = train_argv(base, "steps=30", "checkpoint_period=10")
+
+    async def scenario(gcs: RecordingGcs):
+        first = container(gcs, argv, {"PATHWAYS_TESTING_SAVE_SECONDS": "800"})
+        task = asyncio.create_task(run_program(first))
+        await eventually(lambda: gcs.exists(f"{checkpoints}/10/items/_METADATA"))
+        await cancel(task)
+        assert first.lines_with("terminated at step 10")
+        partial = await all_objects(gcs, f"{checkpoints}/10")
+        assert f"{checkpoints}/10/{METADATA_FILE}" in partial
+        assert f"{checkpoints}/10/{COMMIT_MARKER}" not in partial
+        assert await gcs.exists(f"{checkpoints}/0/{COMMIT_MARKER}")
+
+        second = container(gcs, argv)
+        assert await run_program(second) == 0
+        assert second.logs[0].startswith("restored checkpoint from step 0")
+        assert second.lines_with("completed step:")[0].startswith("completed step: 1,")
+        expected = set().union(*(step_files(checkpoints, s) for s in (0, 10, 20, 29)))
+        assert await all_objects(gcs, checkpoints) == expected
+
+        third = container(gcs, argv)
+        assert await run_program(third) == 0
+        assert third.logs[0].startswith("restored checkpoint from step 29")
+        assert not third.lines_with("completed step:")
+
+    on_loop(emulator, scenario)
+
+
+def test_training_fails_at_the_configured_step_with_the_configured_code_every_time(emulator, base):
+    checkpoints = f"{base}/run1/checkpoints"
+    argv = train_argv(base, "--steps", "20", "--checkpoint_period=5")
+    env = {"PATHWAYS_TESTING_FAIL_AT_STEP": "7", "PATHWAYS_TESTING_EXIT_CODE": "42"}
+
+    async def scenario(gcs: RecordingGcs):
+        first = container(gcs, argv, env)
+        assert await run_program(first) == 42
+        assert first.lines_with("completed step:")[-1].startswith("completed step: 6,")
+        assert await all_objects(gcs, checkpoints) == step_files(checkpoints, 0) | step_files(checkpoints, 5)
+
+        retry = container(gcs, argv, env)
+        assert await run_program(retry) == 42
+        assert retry.logs[0].startswith("restored checkpoint from step 5")
+
+    on_loop(emulator, scenario)
+
+
+def test_training_writes_nothing_when_checkpointing_is_off_and_honours_the_checkpoint_dir_env(emulator, base):
+    async def scenario(gcs: RecordingGcs):
+        off = container(gcs, train_argv(base, "steps=3", "enable_checkpointing=false"))
+        assert await run_program(off) == 0
+        assert off.lines_with("checkpointing disabled: enable_checkpointing=false")
+
+        elsewhere = f"{base}/elsewhere"
+        redirected = container(gcs, train_argv(base, "steps=3"), {"PATHWAYS_CHECKPOINT_DIR": elsewhere})
+        assert await run_program(redirected) == 0
+        assert await all_objects(gcs, base) == step_files(elsewhere, 0) | step_files(elsewhere, 2)
+
+        bad = container(gcs, train_argv(base, "steps=many"))
+        assert await run_program(bad) == 1
+        assert bad.lines_with("steps='many': not an integer")
+
+    on_loop(emulator, scenario)
+
+
+# --- conversion -----------------------------------------------------------------------------------
+
+
+def conversion_argv(source: str, base: str) -> list[str]:
+    script = (
+        "cd /deps && python3 -m MaxText.generate_param_only_checkpoint MaxText/configs/base.yml "
+        f"load_full_state_path={source} base_output_directory={base}/serving run_name=$RUN "
+        "force_unroll=true quantization=int8"
+    )
+    return ["bash", "-c", script]
+
+
+def test_conversion_refuses_a_partial_or_missing_source_and_leaves_the_output_alone(emulator, base):
+    checkpoints = f"{base}/run1/checkpoints"
+    old_output = f"{base}/serving/conv/checkpoints/0/{COMMIT_MARKER}"
+
+    async def scenario(gcs: RecordingGcs):
+        await gcs.write(f"{checkpoints}/40/{METADATA_FILE}", b"{}")
+        await gcs.write(f"{checkpoints}/40/items/_METADATA", b"{}")
+        await gcs.write(old_output, b"previous conversion")
+        env = {"RUN": "conv"}
+        refusals = {
+            f"{checkpoints}/40/items": "no commit_success.txt",
+            f"{checkpoints}/50/items": "does not exist",
+        }
+        for source, why in refusals.items():
+            box = container(gcs, conversion_argv(source, base), env)
+            assert await run_program(box) == 1
+            assert box.lines_with("Found incomplete checkpoint") and box.lines_with(why)
+        assert await gcs.read(old_output) == b"previous conversion"
+
+    on_loop(emulator, scenario)
+
+
+def test_conversion_replaces_the_output_with_a_committed_serving_checkpoint(emulator, base):
+    checkpoints = f"{base}/run1/checkpoints"
+    output = f"{base}/serving/conv/checkpoints"
+
+    async def scenario(gcs: RecordingGcs):
+        assert await run_program(container(gcs, train_argv(base, "steps=10", "checkpoint_period=5"))) == 0
+        await gcs.write(f"{output}/0/items/stale", b"old")
+        await gcs.write(f"{output}/3/{COMMIT_MARKER}", b"old")
+
+        box = container(gcs, conversion_argv(f"{checkpoints}/9/items", base), {"RUN": "conv"})
+        assert await run_program(box) == 0
+        assert box.lines_with("from step 9")
+        assert box.lines_with(f"{output}/0/items")
+        assert await all_objects(gcs, output) == step_files(output, 0)
+        written = [uri for uri in gcs.writes if uri.startswith(output + "/")]
+        assert written[-1] == f"{output}/0/{COMMIT_MARKER}"
+        header = json.loads(await gcs.read(f"{output}/0/items/_METADATA"))
+        assert (header["source_step"], header["quantization"], header["force_unroll"]) == (9, "int8", True)
+        assert header["source_metadata"]["step"] == 9
+
+    on_loop(emulator, scenario)
+
+
+# --- jetstream and benchmark ----------------------------------------------------------------------
+
+
+def jetstream_argv(parameters: str) -> list[str]:
+    script = f"python3 -m MaxText.maxengine_server base.yml model_name=m load_parameters_path={parameters}"
+    return ["bash", "-c", script]
+
+
+async def commit_fake_step(gcs: RecordingGcs, step_dir: str) -> None:
+    await gcs.write(f"{step_dir}/items/_METADATA", b"{}")
+    await gcs.write(f"{step_dir}/{COMMIT_MARKER}", b"ok")
+
+
+def test_jetstream_warms_up_then_serves_generate_until_stopped(emulator, base):
+    env = {
+        "PATHWAYS_TESTING_WARMUP_SECONDS": "600",
+        "PATHWAYS_TESTING_TTFT_MS": "30",
+        "PATHWAYS_TESTING_TPOT_MS": "4",
+    }
+
+    async def scenario(gcs: RecordingGcs):
+        await commit_fake_step(gcs, f"{base}/serving/checkpoints/0")
+        box = container(gcs, jetstream_argv(f"{base}/serving/checkpoints/0/items"), env)
+        task = asyncio.create_task(run_program(box))
+
+        async def published() -> bool:
+            return 8000 in box.ports
+
+        await eventually(published)
+        assert box.ports[9000] == box.ports[8000]
+        url = f"http://127.0.0.1:{box.ports[8000]}"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/healthcheck") as response:
+                assert response.status == 500
+            async with http.post(f"{url}/generate", json={"prompt": "hi", "max_tokens": 3}) as response:
+                assert response.status == 503
+
+            async def healthy() -> bool:
+                async with http.get(f"{url}/healthcheck") as response:
+                    return response.status == 200
+
+            await eventually(healthy)
+            started = time.perf_counter()
+            request = {"prompt": "tpu pod slice", "max_tokens": 5}
+            async with http.post(f"{url}/generate", json=request) as response:
+                assert response.status == 200
+                body = await response.json()
+            elapsed = time.perf_counter() - started
+            assert body == {"response": "tpu pod slice tpu pod"}
+            assert elapsed >= 0.030 + 4 * 0.004
+            async with http.post(f"{url}/generate", json={"max_tokens": 5}) as response:
+                assert response.status == 400
+
+        await cancel(task)
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", box.ports[8000])
+
+    on_loop(emulator, scenario)
+
+
+def test_jetstream_refuses_parameters_from_an_uncommitted_step(emulator, base):
+    async def scenario(gcs: RecordingGcs):
+        await gcs.write(f"{base}/serving/checkpoints/0/items/_METADATA", b"{}")
+        box = container(gcs, jetstream_argv(f"{base}/serving/checkpoints/0/items"))
+        assert await run_program(box) == 1
+        assert box.lines_with("Found incomplete checkpoint")
+        assert box.ports == {}
+
+    on_loop(emulator, scenario)
+
+
+def test_benchmark_measures_the_server_and_uploads_a_jetstream_result(emulator, base):
+    server_env = {
+        "PATHWAYS_TESTING_WARMUP_SECONDS": "0",
+        "PATHWAYS_TESTING_TTFT_MS": "20",
+        "PATHWAYS_TESTING_TPOT_MS": "1",
+    }
+    script = (
+        "python3 JetStream/benchmarks/benchmark_serving.py --server jetstream-svc --port 9000 "
+        "--num-prompts 6 --max-output-length 8 --model llama2-7b --save-result "
+        f"--request-rate 200 && gsutil -m cp result.json {base}/results/"
+    )
+
+    async def scenario(gcs: RecordingGcs):
+        server = container(gcs, ["python3", "-m", "MaxText.maxengine_server"], server_env)
+        task = asyncio.create_task(run_program(server))
+
+        async def ready() -> bool:
+            return bool(server.lines_with("server is ready"))
+
+        await eventually(ready)
+        # The Service exposes only jetstream-http: the benchmark's port 9000 falls back to 8000.
+        bench = container(gcs, ["bash", "-c", script], services={"jetstream-svc": {8000: server.ports[8000]}})
+        try:
+            assert await run_program(bench) == 0
+        finally:
+            await cancel(task)
+        result = json.loads(await gcs.read(f"{base}/results/result.json"))
+        metrics = result["metrics"]
+        assert set(metrics) == set(METRIC_KEYS)
+        assert metrics["completed"] == 6
+        assert metrics["total_output_tokens"] == 6 * 8
+        assert metrics["mean_ttft_ms"] >= 20
+        assert metrics["mean_tpot_ms"] >= 1
+        assert metrics["p99_ttft_ms"] >= metrics["median_ttft_ms"]
+        assert metrics["request_throughput"] == pytest.approx(6 / metrics["duration"])
+        assert result["dimensions"]["num_prompts"] == "6" and result["dimensions"]["model"] == "llama2-7b"
+        assert bench.lines_with(f"result saved to {base}/results/result.json")
+
+    on_loop(emulator, scenario)
+
+
+def test_benchmark_fails_when_the_server_cannot_be_reached(emulator):
+    async def scenario(gcs: RecordingGcs):
+        box = container(gcs, ["python3", "benchmark_serving.py", "--server", "nowhere"])
+        assert await run_program(box) == 1
+        assert box.lines_with("cannot connect to nowhere:9000")
+
+    on_loop(emulator, scenario)
+
+
+# --- choosing a stand-in --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "image", "expected"),
+    [
+        (["python3", "-m", "MaxText.train", "base.yml", "run_name=x"], {}, "maxtext", "training"),
+        (["python3", "MaxText/train.py", "steps=5"], {}, "maxtext", "training"),
+        (["bash", "-c", "cd /app && python3 train.py --steps 100"], {}, "python:3.11", "training"),
+        (["python3", "-m", "MaxText.generate_param_only_checkpoint", "run_name=train"], {}, "", "conversion"),
+        (["python3", "-m", "MaxText.maxengine_server", "base.yml"], {}, "maxtext", "jetstream"),
+        (["model_name=llama2-70b", "load_parameters_path=gs://b/x"], {},
+         "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0", "jetstream"),
+        ([], {}, "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3", "idle"),
+        (["sh", "-c", "python3 benchmark_serving.py && gsutil cp r gs://b/"], {}, "", "benchmark"),
+        (["bash", "-c", "exit 3"], {}, "busybox", "exit"),
+        (["--gcs_scratch_location=gs://b/train.py"], {}, f"{PATHWAYS_IMAGES}/server", "idle"),
+        ([], {}, f"{PATHWAYS_IMAGES}/proxy_server:latest", "idle"),
+        (["python3", "serve.py", "base_output_directory=gs://b/jetstream"], {}, "python:3.11", "idle"),
+        (["python3", "-m", "MaxText.train"], {"PATHWAYS_TESTING_PROGRAM": "Benchmark"}, "mt", "benchmark"),
+    ],
+)
+def test_program_is_chosen_by_env_then_command_then_image(argv, env, image, expected):
+    assert program_name(argv, env, image) == expected
+    assert choose_program(argv, env, image) is PROGRAMS[expected]
+
+
+def test_an_unknown_program_name_and_exit_n_run_as_documented(emulator):
+    async def scenario(gcs: RecordingGcs):
+        wrong = container(gcs, ["true"], {"PATHWAYS_TESTING_PROGRAM": "trainer"})
+        assert await choose_program(["true"], wrong.context.env, "x")(wrong.context) == 1
+        assert wrong.lines_with("'trainer' names no stand-in")
+
+        box = container(gcs, ["/bin/bash", "-ec", "echo starting; exit 3"])
+        assert await run_program(box) == 3
+
+        idle = container(gcs, ["/pathways/rm", "--server_port=29001"])
+        task = asyncio.create_task(PROGRAMS["idle"](idle.context))
+        await asyncio.sleep(0.05)
+        assert not task.done() and len(idle.logs) == 1
+        await cancel(task)
+
+    on_loop(emulator, scenario)
+
+
+def test_command_lines_are_read_in_maxtext_and_argparse_forms_and_inside_shell_scripts():
+    argv = ["/bin/sh", "-o", "pipefail", "-c",
+            "python3 x.py steps=5 --num-prompts=3 --request-rate 2 --save-result run_name=$RUN; "
+            "gcloud storage cp out/*.json gs://b/results/"]  # fmt: skip
+    tokens = command_tokens(argv, {"RUN": "r7"})
+    params = parse_params(tokens, switches=["save-result"])
+    assert params.values == {
+        "steps": "5", "num_prompts": "3", "request_rate": "2", "save_result": "true", "run_name": "r7",
+    }  # fmt: skip
+    assert copy_destination(tokens) == ("out/*.json", "gs://b/results/")
+    assert copy_destination(["cp", "a", "gs://b/c"]) == (None, None)  # plain cp is not an upload
+
+
+def test_percentiles_interpolate_like_numpy():
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(3.97)
+    assert percentile([7.0], 99) == 7.0

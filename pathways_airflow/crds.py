@@ -33,6 +33,7 @@ class ResourceKind:
     namespaced: bool
     schema: Mapping[str, Any]
     has_status: bool
+    printer_columns: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -54,6 +55,7 @@ def kinds_from_crd(crd: Mapping[str, Any]) -> Iterator[ResourceKind]:
             namespaced=spec.get("scope", "Namespaced") == "Namespaced",
             schema=version.get("schema", {}).get("openAPIV3Schema", {"type": "object"}),
             has_status="status" in version.get("subresources", {}),
+            printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
         )
 
 

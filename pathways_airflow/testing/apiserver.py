@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import logging
 from collections import Counter
 from typing import Any, Callable, Mapping
@@ -35,6 +36,7 @@ from pathways_airflow.testing.paths import DiscoveryPath, ResourcePath, parse_ap
 from pathways_airflow.testing.rbac import Authorizer, UserInfo
 from pathways_airflow.testing.selectors import SelectorError, parse_field_selector, parse_label_selector
 from pathways_airflow.testing.store import Store, StoreEvent
+from pathways_airflow.testing.tables import table, wants_table
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class ApiServer:
         self.open_watches: set[asyncio.Task[Any]] = set()
         self._validators: dict[tuple[str, str, str], Any] = {}
         self._proxy_session: ClientSession | None = None
+        self._openapi_cache: dict[tuple[str, str, int], bytes] = {}
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_cleanup.append(self._cleanup)
@@ -108,6 +111,8 @@ class ApiServer:
                 return await self.local_handler(request)
             if path == "/version":
                 return _json_response(discovery.KUBERNETES_VERSION)
+            if path.startswith("/openapi/v3"):
+                return self._openapi_v3(path)
             if path.startswith("/openapi/"):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             user = self.authorizer.authenticate(request.headers.get("Authorization"))
@@ -119,6 +124,19 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         except ApiError as error:
             return _json_response(error.body(), status=error.code, headers=error.headers)
+
+    def _openapi_v3(self, path: str) -> web.Response:
+        if path == "/openapi/v3":
+            return _json_response(discovery.openapi_v3_index(self.kinds))
+        parts = path[len("/openapi/v3/") :].split("/")
+        group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (parts[1], parts[2]) if len(parts) == 3 else ("", "")
+        key = (group, version, len(self.kinds.in_group_version(group, version)))
+        if key not in self._openapi_cache:
+            document = discovery.openapi_v3_group(self.kinds, group, version)
+            if document is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._openapi_cache[key] = json.dumps(document, separators=(",", ":")).encode()
+        return web.Response(body=self._openapi_cache[key], content_type=JSON)
 
     def _discovery(self, target: DiscoveryPath) -> web.Response:
         if target.legacy and target.version is None:
@@ -162,7 +180,7 @@ class ApiServer:
             if method == "GET":
                 if is_watch:
                     return await self._watch(request, kind, target)
-                return self._list(kind, target, query)
+                return self._list(kind, target, query, request.headers.get("Accept"))
             if method == "POST":
                 body = await self._body(request)
                 created = self._create(kind, target, body, dry_run=dry_run, strict=query.get("fieldValidation") == "Strict")
@@ -171,7 +189,10 @@ class ApiServer:
                 return self._delete_collection(kind, target, query)
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if method == "GET":
-            return _json_response(self._versioned(kind, self.store.get(kind, target.namespace, target.name)))
+            obj = self._versioned(kind, self.store.get(kind, target.namespace, target.name))
+            if wants_table(request.headers.get("Accept")):
+                return _json_response(self._table(kind, [obj], query))
+            return _json_response(obj)
         if method == "PUT":
             body = await self._body(request)
             return _json_response(self._replace(kind, target, body, dry_run=dry_run))
@@ -254,8 +275,13 @@ class ApiServer:
             if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
         ]
 
-    def _list(self, kind: Kind, target: ResourcePath, query: Mapping[str, str]) -> web.Response:
+    def _table(self, kind: Kind, objects: list[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
+        return table(kind, objects, self.store.clock.now(), str(self.store.resource_version), query.get("includeObject", "Metadata"))
+
+    def _list(self, kind: Kind, target: ResourcePath, query: Mapping[str, str], accept: str | None) -> web.Response:
         items = [self._versioned(kind, o) for o in self._matching(kind, target, query)]
+        if wants_table(accept):
+            return _json_response(self._table(kind, items, query))
         return _json_response(
             {
                 "kind": f"{kind.kind}List",
@@ -271,6 +297,8 @@ class ApiServer:
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         since = query.get("resourceVersion")
+        as_table = wants_table(request.headers.get("Accept"))
+        include = query.get("includeObject", "Metadata")
         queue: asyncio.Queue[StoreEvent | None] = asyncio.Queue()
 
         def wanted(event: StoreEvent) -> bool:
@@ -297,8 +325,8 @@ class ApiServer:
                 except ValueError:
                     raise bad_request(f"invalid resourceVersion {since!r}") from None
             for event in initial:
-                await response.write(self._event_line(kind, event.type, event.obj))
-            await self._stream(response, kind, queue, bookmarks, timeout)
+                await response.write(self._event_line(kind, event.type, event.obj, as_table, include))
+            await self._stream(response, kind, queue, bookmarks, timeout, as_table, include)
         except ApiError as error:
             await response.write(json.dumps({"type": "ERROR", "object": error.body()}).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
@@ -315,6 +343,8 @@ class ApiServer:
         queue: asyncio.Queue[StoreEvent | None],
         bookmarks: bool,
         timeout: float | None,
+        as_table: bool = False,
+        include: str = "Metadata",
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
@@ -338,10 +368,13 @@ class ApiServer:
                 continue
             if event is None:
                 return
-            await response.write(self._event_line(kind, event.type, event.obj))
+            await response.write(self._event_line(kind, event.type, event.obj, as_table, include))
 
-    def _event_line(self, kind: Kind, event_type: str, obj: dict[str, Any]) -> bytes:
-        return json.dumps({"type": event_type, "object": self._versioned(kind, obj)}, separators=(",", ":")).encode() + b"\n"
+    def _event_line(self, kind: Kind, event_type: str, obj: dict[str, Any], as_table: bool = False, include: str = "Metadata") -> bytes:
+        body = self._versioned(kind, obj)
+        if as_table:
+            body = table(kind, [body], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""), include)
+        return json.dumps({"type": event_type, "object": body}, separators=(",", ":")).encode() + b"\n"
 
     def drop_watches(self) -> int:
         """Cut every open watch connection, as an API server restart or a load balancer does."""
@@ -367,17 +400,23 @@ class ApiServer:
             return {}
         name = obj.get("metadata", {}).get("name", "")
         body = {k: v for k, v in obj.items() if k != "status"} if kind.has_status else obj
-        errors = sorted(self._validator(kind, False).iter_errors(body), key=lambda e: list(e.path))
+        errors = sorted(self._validator(kind, False).iter_errors(body), key=lambda e: [str(p) for p in e.path])
         if errors:
-            causes = [(".".join(str(p) for p in e.path) or "<root>", e.message) for e in errors[:20]]
-            raise invalid(kind.group, kind.kind, kind.plural, name, causes)
-        unknown = [e for e in self._validator(kind, True).iter_errors(body) if e.validator == "additionalProperties"]
+            raise invalid(kind.group, kind.kind, kind.plural, name, [schema_cause(e) for e in errors[:20]])
+        unknown = sorted(
+            f'"{".".join([*map(str, e.path), field])}"'
+            for e in self._validator(kind, True).iter_errors(body)
+            if e.validator == "additionalProperties"
+            for field in re.findall(r"'([^']+)'", e.message.split("(", 1)[-1])
+        )
         if not unknown:
             return {}
-        messages = [f"{'.'.join(str(p) for p in e.path) or '<root>'}: {e.message}" for e in unknown[:10]]
         if strict:
-            raise invalid(kind.group, kind.kind, kind.plural, name, [(m.split(":")[0], m) for m in messages])
-        return {"Warning": "; ".join(f'299 - "unknown field {m}"' for m in messages)}
+            raise bad_request(
+                f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: strict decoding error: '
+                + ", ".join(f"unknown field {u}" for u in unknown)
+            )
+        return {"Warning": ", ".join(f'299 - "unknown field {u}"' for u in unknown)}
 
     def _create(
         self, kind: Kind, target: ResourcePath, body: dict[str, Any], *, dry_run: bool, strict: bool
@@ -520,6 +559,28 @@ class ApiServer:
                 )
         except OSError as error:
             raise ApiError(503, "ServiceUnavailable", f"error trying to reach {kind.singular}: {error}") from None
+
+
+def field_path(path: Any) -> str:
+    """``["spec", "workers", 0, "type"]`` → ``spec.workers[0].type``, as the API server writes it."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<root>"
+
+
+def schema_cause(error: Any) -> tuple[str, str]:
+    """A jsonschema error as the API server words a schema violation."""
+    where = field_path(error.path)
+    if error.validator == "enum":
+        choices = ", ".join(json.dumps(c) for c in error.validator_value)
+        return where, f"Unsupported value: {json.dumps(error.instance)}: supported values: {choices}"
+    if error.validator == "required":
+        missing = re.findall(r"'([^']+)'", error.message)[:1]
+        return (f"{where}.{missing[0]}" if missing and where != "<root>" else missing[0] if missing else where), "Required value"
+    if error.validator == "type":
+        return where, f"Invalid value: {json.dumps(type(error.instance).__name__)}: {where} in body must be of type {error.validator_value}"
+    return where, f"Invalid value: {json.dumps(error.instance)[:200]}: {error.message}"
 
 
 def _sent_resource_version(raw: bytes, content_type: str) -> str | None:

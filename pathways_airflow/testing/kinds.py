@@ -29,6 +29,7 @@ class Kind:
     verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     categories: tuple[str, ...] = ()
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    printer_columns: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -119,6 +120,7 @@ def kind_from_resource_kind(resource: ResourceKind, short_names: Iterable[str] =
         short_names=tuple(short_names),
         subresources=("status",) if resource.has_status else (),
         schema=resource.schema,
+        printer_columns=resource.printer_columns,
     )
 
 

@@ -135,7 +135,10 @@ def _label_value_problems(value: str) -> list[str]:
 
 def _invalid(path: str, value: object, detail: str) -> str:
     """``field.Invalid(...).Error()``: ``path: Invalid value: "value": detail``."""
-    shown = f'"{value}"' if isinstance(value, str) else repr(list(value) if isinstance(value, tuple) else value)
+    if isinstance(value, str):
+        shown = f'"{value}"'
+    else:
+        shown = repr(list(value) if isinstance(value, tuple) else value)
     return f"{path}: Invalid value: {shown}: {detail}"
 
 
@@ -250,7 +253,17 @@ def _sorted_selector(requirements: Iterable[Requirement]) -> LabelSelector:
 # --- label selector parser ----------------------------------------------------------------------------
 
 _IDENT, _IN, _NOT_IN, _BANG, _EQ, _DEQ, _NEQ, _GT, _LT, _LPAREN, _RPAREN, _COMMA, _END = range(13)
-_SYMBOLS = {"(": _LPAREN, ")": _RPAREN, ",": _COMMA, "!": _BANG, "=": _EQ, "==": _DEQ, "!=": _NEQ, ">": _GT, "<": _LT}
+_SYMBOLS = {
+    "(": _LPAREN,
+    ")": _RPAREN,
+    ",": _COMMA,
+    "!": _BANG,
+    "=": _EQ,
+    "==": _DEQ,
+    "!=": _NEQ,
+    ">": _GT,
+    "<": _LT,
+}
 _SPECIAL = frozenset("=!(),<>")
 _WHITESPACE = frozenset(" \t\r\n")
 
@@ -418,7 +431,9 @@ def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelecto
     if selector is None:
         return LabelSelector(matches_nothing=True)
     if not isinstance(selector, Mapping):
-        raise SelectorError(f"a label selector must be an object with matchLabels/matchExpressions, got {selector!r}")
+        raise SelectorError(
+            f"a label selector must be an object with matchLabels/matchExpressions, got {selector!r}"
+        )
     requirements: list[Requirement] = []
     match_labels = selector.get("matchLabels") or {}
     if not isinstance(match_labels, Mapping):
@@ -441,7 +456,8 @@ def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelecto
         values = expression.get("values") or []
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise SelectorError(f"matchExpressions values must be a list of strings, got {values!r}")
-        requirements.append(_requirement(str(expression.get("key") or ""), _MATCH_EXPRESSION_OPERATORS[operator], values))
+        key = str(expression.get("key") or "")
+        requirements.append(_requirement(key, _MATCH_EXPRESSION_OPERATORS[operator], values))
     return _sorted_selector(requirements)
 
 

@@ -57,7 +57,9 @@ def test_label_selector_matches_like_the_api_server(selector, worker, head):
 
 
 def test_whitespace_between_tokens_is_ignored():
-    spaced = parse_label_selector("  app = pathways ,\tjobset.sigs.k8s.io/replicatedjob-name  in ( worker , x ) , ! canary ")
+    spaced = parse_label_selector(
+        "  app = pathways ,\tjobset.sigs.k8s.io/replicatedjob-name  in ( worker , x ) , ! canary "
+    )
     compact = parse_label_selector("app=pathways,jobset.sigs.k8s.io/replicatedjob-name in (worker,x),!canary")
     assert spaced == compact
     assert spaced.matches(WORKER) and not spaced.matches(HEAD)
@@ -152,9 +154,15 @@ def test_empty_selector_object_matches_all_and_null_matches_none():
 @pytest.mark.parametrize(
     ("selector", "message"),
     [
-        ({"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]}, '"Equals" is not a valid label selector operator'),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]},
+            '"Equals" is not a valid label selector operator',
+        ),
         ({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]}, "values set can't be empty"),
-        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "values set must be empty"),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+            "values set must be empty",
+        ),
         ({"matchExpressions": [{"operator": "Exists"}]}, "name part must be non-empty"),
         ({"matchLabels": {"app": "no spaces"}}, "a valid label must be an empty string"),
         ({"matchLabels": {"app": 3}}, "must be a string"),
@@ -182,7 +190,11 @@ POD = {
     "spec": {"nodeName": "gke-tpu-1", "restartPolicy": "Never", "containers": [{"name": "main"}]},
     "status": {"phase": "Running", "podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.9"}, {"ip": "fd00::9"}]},
 }
-PENDING_POD = {"metadata": {"name": "train-worker-0-1", "namespace": "ml"}, "spec": {}, "status": {"phase": "Pending"}}
+PENDING_POD = {
+    "metadata": {"name": "train-worker-0-1", "namespace": "ml"},
+    "spec": {},
+    "status": {"phase": "Pending"},
+}
 EVENT = {
     "apiVersion": "v1",
     "kind": "Event",
@@ -206,8 +218,13 @@ EVENT = {
         ("spec.nodeName=", PENDING_POD, True),  # an unscheduled pod has no nodeName: compares as ""
         ("spec.nodeName=", POD, False),
         ("status.podIP=10.0.0.9", POD, True),
+        ("status.podIP=10.0.0.7", {"status": {"podIPs": [{"ip": "10.0.0.7"}]}}, True),  # read from podIPs[0]
         ("spec.hostNetwork=false", POD, True),  # typed bool: absent reads as "false"
-        ("involvedObject.kind=Pod,involvedObject.name=train-worker-0-0,involvedObject.namespace=ml", EVENT, True),
+        (
+            "involvedObject.kind=Pod,involvedObject.name=train-worker-0-0,involvedObject.namespace=ml",
+            EVENT,
+            True,
+        ),
         ("involvedObject.uid=1234,type=Warning,reason=FailedScheduling", EVENT, True),
         ("type=Normal", EVENT, False),
         ("source=default-scheduler", EVENT, True),  # source means source.component
@@ -270,4 +287,5 @@ def test_custom_resources_select_on_name_and_namespace_only():
     assert supported_field_labels("kueue.x-k8s.io", "ClusterQueue", namespaced=False) == {"metadata.name"}
     assert "status.successful" in supported_field_labels("batch", "Job")
     with pytest.raises(SelectorError, match="field label not supported: spec.suspend"):
-        parse_field_selector("spec.suspend=true").require_supported(supported_field_labels("jobset.x-k8s.io", "JobSet"))
+        jobset_fields = supported_field_labels("jobset.x-k8s.io", "JobSet")
+        parse_field_selector("spec.suspend=true").require_supported(jobset_fields)

@@ -1,0 +1,141 @@
+"""kubectl (a real binary) against the local cluster's kubeconfig."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+
+@pytest.fixture(scope="module")
+def v4_cluster(crds):
+    """Node pools the upstream samples ask for: v4 2x2x2 slices in a reservation."""
+    pools = [
+        NodePool("default-pool", "n2-standard-64", nodes=2),
+        *(tpu_pool(f"tpu-v4-{i}", "ct4p-hightpu-4t", "2x2x2", reservation="reservation-name") for i in range(4)),
+    ]
+    with LocalCluster(node_pools=pools, crds=[crds], speed=1.0, kueue=False) as cluster:
+        yield cluster
+
+
+def kubectl(cluster, *args: str, input: str | None = None, timeout: float = 30, check: bool = True) -> str:
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True, text=True, timeout=timeout
+    )
+    if check:
+        assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout + result.stderr
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def sample(upstream_samples: Path, name: str) -> str:
+    manifest = yaml.safe_load((upstream_samples / name).read_text())
+    manifest["spec"]["pathwaysDir"] = "gs://pathways-demo/tmp"
+    for component in manifest["spec"].get("customComponents", []):
+        component["image"] = "sidecar:latest"
+    return yaml.safe_dump(manifest)
+
+
+@pytest.mark.parametrize(
+    ("filename", "name"),
+    [
+        ("pathways-job_v1_pathwaysjob.yaml", "pathways-trial"),
+        ("elastic_training_example_pathwaysjob.yaml", "pathways-elastic"),
+        ("colocated_python_example_pathwaysjob.yaml", "pathways-colocated"),
+    ],
+)
+def test_upstream_samples_apply_and_reconcile_with_real_labels(v4_cluster, upstream_samples, filename, name):
+    assert "created" in kubectl(v4_cluster, "apply", "-f", "-", input=sample(upstream_samples, filename))
+    # re-applying the same file is a no-op patch
+    assert "unchanged" in kubectl(v4_cluster, "apply", "-f", "-", input=sample(upstream_samples, filename))
+
+    def pods():
+        out = kubectl(v4_cluster, "get", "pods", "-l", f"jobset.sigs.k8s.io/jobset-name={name}", "-o", "json")
+        return json.loads(out[: out.rindex("}") + 1])["items"]
+
+    running = wait_for(lambda: (items := pods()) and len(items) == 5 and all(p["status"]["phase"] == "Running" for p in items) and items)
+    workers = [p for p in running if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker"]
+    assert {p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"] for p in workers} == {"0", "1"}
+    for pod in workers:
+        labels = pod["metadata"]["labels"]
+        assert labels["jobset.sigs.k8s.io/restart-attempt"] == "0"
+        assert labels["jobset.sigs.k8s.io/replicatedjob-replicas"] == "2"
+        assert labels["batch.kubernetes.io/job-name"] == f"{name}-worker-{labels['jobset.sigs.k8s.io/job-index']}"
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"] == "4"
+    out = kubectl(v4_cluster, "get", "jobset", name, "-o", "jsonpath={.metadata.ownerReferences[0].kind}")
+    assert out == "PathwaysJob"
+
+    table = kubectl(v4_cluster, "get", "pods", "-l", f"jobset.sigs.k8s.io/jobset-name={name}", "-o", "wide")
+    assert "READY" in table.splitlines()[0] and "NODE" in table.splitlines()[0] and "Running" in table
+    described = kubectl(v4_cluster, "describe", "pathwaysjob", name)
+    assert "Created" in described and f"created JobSet {name}" in described
+
+    assert "deleted" in kubectl(v4_cluster, "delete", "pathwaysjob", name, "--cascade=foreground", timeout=60)
+    wait_for(lambda: not pods())
+    assert "No resources found" in kubectl(v4_cluster, "get", "jobs", "-l", f"jobset.sigs.k8s.io/jobset-name={name}")
+
+
+def test_logs_describe_and_watch(v4_cluster):
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "printer"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "bash", "command": ["bash", "-c", "exit 0"], "env": [{"name": "PATHWAYS_TESTING_RUN_SECONDS", "value": "2"}]}
+                    ],
+                }
+            }
+        },
+    }
+    watcher = subprocess.Popen(
+        ["kubectl", "--kubeconfig", v4_cluster.kubeconfig, "get", "pods", "-w", "-l", "job-name=printer", "--output-watch-events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        kubectl(v4_cluster, "apply", "-f", "-", input=yaml.safe_dump(job))
+        wait_for(lambda: "Complete" in kubectl(v4_cluster, "get", "job", "printer"))
+    finally:
+        time.sleep(0.5)
+        watcher.terminate()
+    seen = watcher.communicate(timeout=10)[0]
+    assert "ADDED" in seen and "MODIFIED" in seen and "Completed" in seen
+    logs = kubectl(v4_cluster, "logs", "job/printer")
+    assert logs.strip()
+    described = kubectl(v4_cluster, "describe", "job", "printer")
+    assert "SuccessfulCreate" in described and "Completed" in described
+    kubectl(v4_cluster, "delete", "job", "printer")
+
+
+def test_schema_violations_are_refused_by_the_server(v4_cluster):
+    bad = {
+        "apiVersion": "pathways-job.pathways.domain/v1",
+        "kind": "PathwaysJob",
+        "metadata": {"name": "bad"},
+        "spec": {"workers": [{"type": "ct9-unknown", "topology": "2x2", "numSlices": 1}], "controller": {"deploymentMode": "default"}},
+    }
+    out = kubectl(v4_cluster, "apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert 'spec.workers[0].type: Unsupported value: "ct9-unknown": supported values:' in out
+    typo = {**bad, "metadata": {"name": "typo"}, "spec": {**bad["spec"], "workers": [{"type": "ct4p-hightpu-4t", "topology": "2x2x2", "numSlices": 1}], "maxRestart": 3}}
+    out = kubectl(v4_cluster, "apply", "-f", "-", input=yaml.safe_dump(typo), check=False)
+    assert "strict decoding error" in out and 'unknown field "spec.maxRestart"' in out

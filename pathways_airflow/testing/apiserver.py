@@ -26,7 +26,6 @@ from pathways_airflow.testing.errors import (
     invalid,
     method_not_allowed,
     not_found,
-    unsupported_media_type,
 )
 from pathways_airflow.testing.faults import Faults
 from pathways_airflow.testing.kinds import Kind, KindRegistry
@@ -34,7 +33,12 @@ from pathways_airflow.testing.logs import LogStore, format_line, select_lines
 from pathways_airflow.testing.patch import PatchError, apply_patch
 from pathways_airflow.testing.paths import DiscoveryPath, ResourcePath, parse_api_path
 from pathways_airflow.testing.rbac import Authorizer, UserInfo
-from pathways_airflow.testing.selectors import SelectorError, parse_field_selector, parse_label_selector
+from pathways_airflow.testing.selectors import (
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+    supported_field_labels,
+)
 from pathways_airflow.testing.store import Store, StoreEvent
 from pathways_airflow.testing.tables import table, wants_table
 
@@ -259,16 +263,17 @@ class ApiServer:
 
     # --- list and watch --------------------------------------------------------------------
 
-    def _selectors(self, query: Mapping[str, str]) -> tuple[Any, Any]:
+    def _selectors(self, kind: Kind, query: Mapping[str, str]) -> tuple[Any, Any]:
         try:
             labels = parse_label_selector(query.get("labelSelector", ""))
             fields = parse_field_selector(query.get("fieldSelector", ""))
+            fields.require_supported(supported_field_labels(kind.group, kind.kind, namespaced=kind.namespaced))
         except SelectorError as error:
             raise bad_request(str(error)) from None
         return labels, fields
 
     def _matching(self, kind: Kind, target: ResourcePath, query: Mapping[str, str]) -> list[dict[str, Any]]:
-        labels, fields = self._selectors(query)
+        labels, fields = self._selectors(kind, query)
         return [
             obj
             for obj in self.store.list(kind, target.namespace)
@@ -293,7 +298,7 @@ class ApiServer:
 
     async def _watch(self, request: web.Request, kind: Kind, target: ResourcePath) -> web.StreamResponse:
         query = request.query
-        labels, fields = self._selectors(query)
+        labels, fields = self._selectors(kind, query)
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
         since = query.get("resourceVersion")
@@ -452,9 +457,7 @@ class ApiServer:
         try:
             patched = apply_patch(current, raw, content_type, kind.kind, kind.group)
         except PatchError as error:
-            if error.status == 415:
-                raise unsupported_media_type(content_type) from None
-            raise ApiError(error.status, "Invalid" if error.status == 422 else "BadRequest", str(error)) from None
+            raise ApiError(error.status, error.reason, str(error)) from None
         if not isinstance(patched, dict):
             raise bad_request("the patch did not produce an object")
         sent_rv = _sent_resource_version(raw, content_type)

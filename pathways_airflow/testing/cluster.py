@@ -38,6 +38,7 @@ from pathways_airflow.testing.controllers.base import Controller
 from pathways_airflow.testing.controllers.job import JobController
 from pathways_airflow.testing.controllers.jobset import JobSetController
 from pathways_airflow.testing.controllers.kubelet import Kubelet
+from pathways_airflow.testing.controllers.pathways_servers import PathwaysServers
 from pathways_airflow.testing.controllers.pathwaysjob import PathwaysJobController
 from pathways_airflow.testing.controllers.scheduler import Scheduler
 from pathways_airflow.testing.faults import FaultRule, Faults
@@ -72,6 +73,8 @@ class LocalCluster:
     :param gcs: start the GCS emulator; ``buckets`` are created in it.
     :param kueue: create a ClusterQueue with every TPU chip as quota and a LocalQueue
         ``multislice-queue`` in ``default``.
+    :param slice_loss_detection: simulated seconds after a Pathways worker is lost before the
+        user's program on the head fails (as JAX notices an unavailable slice).
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class LocalCluster:
         namespaces: Sequence[str] = ("default",),
         history: int = 100_000,
         bookmark_interval: float = 1.0,
+        slice_loss_detection: float = 30.0,
     ):
         self.node_pools = list(node_pools) if node_pools is not None else default_node_pools()
         if crds is None and os.environ.get("PATHWAYS_AIRFLOW_CRDS"):
@@ -104,6 +108,7 @@ class LocalCluster:
         self._use_kueue = kueue
         self._namespaces = list(namespaces)
         self._bookmark_interval = bookmark_interval
+        self._slice_loss_detection = slice_loss_detection
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -184,6 +189,7 @@ class LocalCluster:
             JobController(self),
             JobSetController(self),
             PathwaysJobController(self),
+            PathwaysServers(self, detection_seconds=self._slice_loss_detection),
             *self._optional_controllers(),
         ]
         for controller in self._controllers:

@@ -126,6 +126,14 @@ class JobController(Controller):
             if match and match[0] == "Ignore":
                 continue
             counted_failures += 1
+        # With restartPolicy OnFailure the kubelet restarts containers in place; each restart
+        # counts against backoffLimit as a failed pod would.
+        counted_failures += sum(
+            c.get("restartCount", 0)
+            for p in active
+            if p["spec"].get("restartPolicy") == "OnFailure"
+            for c in (p.get("status") or {}).get("containerStatuses") or ()
+        )
         status["failed"] = len(failed)
         if counted_failures > backoff_limit:
             self._fail(job, status, pods, "BackoffLimitExceeded", "Job has reached the specified backoff limit")

@@ -1,0 +1,125 @@
+"""A scripted training run on the local cluster: checkpoints in GCS, maintenance, resume."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from google.cloud import storage
+
+from pathways_airflow.spec import build_workload, render
+
+API = "pathways-job.pathways.domain/v1"
+
+
+def wait_for(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def training(run_name: str, **overrides):
+    params = dict(
+        tpu="v5e",
+        topology="2x4",
+        num_slices=1,
+        pathways_dir="gs://pathways-demo/tmp",
+        image="maxtext:latest",
+        command=[
+            "python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+            "base_output_directory=gs://pathways-demo/runs", f"run_name={run_name}", "steps=80", "checkpoint_period=10",
+        ],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2", "PATHWAYS_TESTING_SAVE_SECONDS": "4"},
+    )
+    params.update(overrides)
+    return build_workload(**params)
+
+
+def pods_of(cluster, name):
+    return cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name})
+
+
+def head_logs(cluster, name):
+    lines = []
+    for pod in sorted(pods_of(cluster, name), key=lambda p: p["metadata"]["creationTimestamp"]):
+        if pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "pathways-head":
+            lines += cluster.read_log("default", pod["metadata"]["name"], "main")
+    return lines
+
+
+def committed_steps(cluster, run_name):
+    client = storage.Client(project="test", client_options={"api_endpoint": cluster.gcs_endpoint}, credentials=_anonymous())
+    names = [b.name for b in client.list_blobs("pathways-demo", prefix=f"runs/{run_name}/checkpoints/")]
+    return sorted(int(n.split("/")[3]) for n in names if n.endswith("/commit_success.txt"))
+
+
+def _anonymous():
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
+
+
+def worker_pool(cluster, name):
+    nodes = {n["metadata"]["name"]: n for n in cluster.list("v1", "Node")}
+    workers = [p for p in pods_of(cluster, name) if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker" and p["spec"].get("nodeName")]
+    return nodes[workers[0]["spec"]["nodeName"]]["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+
+
+@pytest.mark.parametrize("backend", ["pathwaysjob", "jobset"])
+def test_maintenance_mid_run_restarts_the_jobset_and_resumes_from_the_newest_committed_step(pathways_cluster, backend):
+    cluster = pathways_cluster
+    name, run = f"maint-{backend[:3]}", f"maint-{backend}"
+    workload = training(run, max_restarts=1 if backend == "pathwaysjob" else 0)
+    cluster.apply(render(workload, backend=backend, name=name, namespace="default"))
+    wait_for(lambda: any("completed step: 35" in l for l in head_logs(cluster, name)))
+    cluster.maintenance(worker_pool(cluster, name), duration=600)
+
+    kind = ("PathwaysJob", API) if backend == "pathwaysjob" else ("JobSet", "jobset.x-k8s.io/v1alpha2")
+    final = wait_for(lambda: (obj := cluster.get(kind[1], kind[0], name)) and (obj.get("status") or {}).get("terminalState") and obj, timeout=90)
+    assert final["status"]["terminalState"] == "Completed"
+    jobset = cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)
+    assert jobset["status"]["restarts"] == 1
+    # PathwaysJob: the restart counts against maxRestarts; JobSet backend: maintenance is free.
+    assert jobset["status"].get("restartsCountTowardsMax", 0) == (1 if backend == "pathwaysjob" else 0)
+    logs = head_logs(cluster, name)
+    restored = [l for l in logs if l.startswith("restored checkpoint from step")]
+    assert restored, logs[-10:]
+    resumed_from = int(restored[-1].split("step ")[1].split()[0])
+    steps = committed_steps(cluster, run)
+    assert resumed_from >= 30 and resumed_from in steps and steps[-1] == 79
+    events = [e["reason"] for e in cluster.list("v1", "Event", "default") if e["involvedObject"]["name"] == name]
+    assert "Restarting" in events
+
+
+def test_a_partial_checkpoint_is_never_resumed_from(pathways_cluster):
+    """Maintenance while a save is being written: the run resumes from the previous committed step."""
+    cluster = pathways_cluster
+    name, run = "partial", "partial-run"
+    workload = training(run, env={"PATHWAYS_TESTING_STEP_SECONDS": "1", "PATHWAYS_TESTING_SAVE_SECONDS": "40"})
+    cluster.apply(render(workload, backend="jobset", name=name, namespace="default"))
+    wait_for(lambda: any("saving checkpoint for step 20" in l for l in head_logs(cluster, name)))
+    cluster.maintenance(worker_pool(cluster, name), duration=600)
+    wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("restarts", 0) >= 1)
+    wait_for(lambda: any(l.startswith("restored checkpoint from step") or l.startswith("no checkpoint") for l in head_logs(cluster, name)[-80:]))
+    restored = [l for l in head_logs(cluster, name) if l.startswith("restored checkpoint from step")]
+    assert restored and restored[-1].startswith("restored checkpoint from step 10 ")
+    from kubernetes import client, config
+
+    custom = client.CustomObjectsApi(config.new_client_from_config(cluster.kubeconfig))
+    custom.delete_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "default", "jobsets", name, propagation_policy="Foreground")
+    wait_for(lambda: not pods_of(cluster, name))
+
+
+def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
+    cluster = pathways_cluster
+    name = "userbug"
+    workload = training("userbug", max_restarts=3, env={"PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3"})
+    cluster.apply(render(workload, backend="jobset", name=name, namespace="default"))
+    final = wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("terminalState") and js)
+    assert final["status"]["terminalState"] == "Failed" and final["status"]["restarts"] == 0
+    failed = next(c for c in final["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "FailJobSetFailurePolicyAction"
+    assert "(first failed job: userbug-pathways-head-0)" in failed["message"]

@@ -85,6 +85,7 @@ class ApiServer:
         self._validators: dict[tuple[str, str, str], Any] = {}
         self._proxy_session: ClientSession | None = None
         self._openapi_cache: dict[tuple[str, str, int], bytes] = {}
+        self._lines: dict[tuple[int, str, str], tuple[dict[str, Any], bytes]] = {}
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_cleanup.append(self._cleanup)
@@ -373,13 +374,30 @@ class ApiServer:
                 continue
             if event is None:
                 return
-            await response.write(self._event_line(kind, event.type, event.obj, as_table, include))
+            # Write everything already queued in one go: under load, one write per burst.
+            lines = [self._event_line(kind, event.type, event.obj, as_table, include)]
+            while not queue.empty():
+                queued = queue.get_nowait()
+                if queued is None:
+                    await response.write(b"".join(lines))
+                    return
+                lines.append(self._event_line(kind, queued.type, queued.obj, as_table, include))
+            await response.write(b"".join(lines))
 
     def _event_line(self, kind: Kind, event_type: str, obj: dict[str, Any], as_table: bool = False, include: str = "Metadata") -> bytes:
-        body = self._versioned(kind, obj)
+        """One watch event line; serialised once per event and version, however many watch it."""
         if as_table:
-            body = table(kind, [body], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""), include)
-        return json.dumps({"type": event_type, "object": body}, separators=(",", ":")).encode() + b"\n"
+            body = table(kind, [self._versioned(kind, obj)], self.store.clock.now(), obj["metadata"].get("resourceVersion", ""), include)
+            return json.dumps({"type": event_type, "object": body}, separators=(",", ":")).encode() + b"\n"
+        key = (id(obj), event_type, kind.api_version)
+        cached = self._lines.get(key)
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        line = json.dumps({"type": event_type, "object": self._versioned(kind, obj)}, separators=(",", ":")).encode() + b"\n"
+        self._lines[key] = (obj, line)
+        if len(self._lines) > 4096:
+            self._lines.pop(next(iter(self._lines)))
+        return line
 
     def drop_watches(self) -> int:
         """Cut every open watch connection, as an API server restart or a load balancer does."""

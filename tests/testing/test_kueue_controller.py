@@ -15,11 +15,11 @@ from pathways_airflow.testing.cluster import LocalCluster
 from pathways_airflow.testing.controllers.kueue import (
     INJECTED_NODE_SELECTOR,
     JOB_UID_LABEL,
+    FlavorQuota,
     KueueController,
     PodSetRequest,
     QueuedWorkload,
     QueueView,
-    FlavorQuota,
     admit,
     assign_flavors,
     workload_name,
@@ -47,7 +47,10 @@ def test_workload_names_follow_kueues_hash():
 
 
 def _slice_request(name: str, chips: int, selector: dict[str, str] = V5E) -> QueuedWorkload:
-    pod = {"nodeSelector": dict(selector), "containers": [{"name": "c", "resources": {"limits": {"google.com/tpu": "4"}}}]}
+    pod = {
+        "nodeSelector": dict(selector),
+        "containers": [{"name": "c", "resources": {"limits": {"google.com/tpu": "4"}}}],
+    }
     return QueuedWorkload("ns", name, (PodSetRequest("worker", chips // 4, 4, pod),))
 
 
@@ -57,7 +60,12 @@ QUEUE = QueueView("cq", (FlavorQuota("v5e", 16, V5E), FlavorQuota("v6e", 32, V6E
 def test_flavor_assignment_explains_why_not_as_kueue_does():
     assignments, message = assign_flavors(_slice_request("a", 8), QUEUE, {"v5e": 8})
     assert message == "" and assignments is not None
-    assert assignments[0].to_api() == {"name": "worker", "count": 2, "flavors": {"google.com/tpu": "v5e"}, "resourceUsage": {"google.com/tpu": "8"}}
+    assert assignments[0].to_api() == {
+        "name": "worker",
+        "count": 2,
+        "flavors": {"google.com/tpu": "v5e"},
+        "resourceUsage": {"google.com/tpu": "8"},
+    }
 
     _, busy = assign_flavors(_slice_request("b", 16), QUEUE, {"v5e": 8})
     assert busy == (
@@ -65,21 +73,37 @@ def test_flavor_assignment_explains_why_not_as_kueue_does():
         "insufficient unused quota for google.com/tpu in flavor v5e, 8 more needed"
     )
     _, too_big = assign_flavors(_slice_request("c", 24), QUEUE, {})
-    assert "insufficient quota for google.com/tpu in flavor v5e, previously considered podsets requests (0) + current podset request (24) > maximum capacity (16)" in too_big
+    assert (
+        "insufficient quota for google.com/tpu in flavor v5e, previously considered podsets requests (0) + current podset request (24) > maximum capacity (16)"
+        in too_big
+    )
 
     head = {"containers": [{"name": "c", "resources": {"limits": {"cpu": "8"}}}]}
-    mixed = QueuedWorkload("ns", "m", (PodSetRequest("head", 1, 0, head), *_slice_request("m", 32, V6E).pod_sets))
+    mixed = QueuedWorkload(
+        "ns", "m", (PodSetRequest("head", 1, 0, head), *_slice_request("m", 32, V6E).pod_sets)
+    )
     assignments, _ = assign_flavors(mixed, QUEUE, {})
-    assert assignments is not None and [(a.name, a.flavor, a.chips) for a in assignments] == [("head", None, 0), ("worker", "v6e", 32)]
+    assert assignments is not None and [(a.name, a.flavor, a.chips) for a in assignments] == [
+        ("head", None, 0),
+        ("worker", "v6e", 32),
+    ]
 
 
 def test_best_effort_fifo_lets_smaller_workloads_past_a_stuck_head_and_strict_fifo_does_not():
     queued = [_slice_request("big", 16), _slice_request("small", 8), _slice_request("later", 8)]
     best_effort = admit(queued, QUEUE, {"v5e": 8})
-    assert [(d.workload.name, d.admitted) for d in best_effort] == [("big", False), ("small", True), ("later", False)]
+    assert [(d.workload.name, d.admitted) for d in best_effort] == [
+        ("big", False),
+        ("small", True),
+        ("later", False),
+    ]
     assert best_effort[2].message and "8 more needed" in best_effort[2].message
     strict = admit(queued, QueueView("cq", QUEUE.flavors, "StrictFIFO"), {"v5e": 8})
-    assert [(d.workload.name, d.admitted, d.message is None) for d in strict] == [("big", False, False), ("small", False, True), ("later", False, True)]
+    assert [(d.workload.name, d.admitted, d.message is None) for d in strict] == [
+        ("big", False, False),
+        ("small", False, True),
+        ("later", False, True),
+    ]
 
 
 # --- against the local cluster -------------------------------------------------------------------
@@ -87,7 +111,9 @@ def test_best_effort_fifo_lets_smaller_workloads_past_a_stuck_head_and_strict_fi
 
 @pytest.fixture(scope="module")
 def cluster(crds: Path):
-    with LocalCluster(crds=[crds], gcs=False, kueue=False, speed=100, namespaces=("fifo", "lq", "evict", "quota", "jobs")) as running:
+    with LocalCluster(
+        crds=[crds], gcs=False, kueue=False, speed=100, namespaces=("fifo", "lq", "evict", "quota", "jobs")
+    ) as running:
         yield running
 
 
@@ -115,7 +141,14 @@ def kueue(cluster: LocalCluster) -> KueueController:
     return next(c for c in cluster._controllers if isinstance(c, KueueController))
 
 
-def tpu_jobset(name: str, queue: str | None, *, hosts: int = 2, selector: dict[str, str] = V5E, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def tpu_jobset(
+    name: str,
+    queue: str | None,
+    *,
+    hosts: int = 2,
+    selector: dict[str, str] = V5E,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A JobSet of one TPU slice: ``hosts`` pods of 4 chips each."""
     all_labels = {**({"kueue.x-k8s.io/queue-name": queue} if queue else {}), **(labels or {})}
     return {
@@ -153,7 +186,9 @@ def tpu_jobset(name: str, queue: str | None, *, hosts: int = 2, selector: dict[s
     }
 
 
-def queue_objects(name: str, namespace: str, chips: int, flavor: str = "vlp-24") -> list[tuple[str, dict[str, Any]]]:
+def queue_objects(
+    name: str, namespace: str, chips: int, flavor: str = "vlp-24"
+) -> list[tuple[str, dict[str, Any]]]:
     """A ClusterQueue ``name`` over ``flavor`` and a LocalQueue ``name`` in ``namespace``."""
     return [
         (
@@ -165,7 +200,15 @@ def queue_objects(name: str, namespace: str, chips: int, flavor: str = "vlp-24")
                 "spec": {
                     "namespaceSelector": {},
                     "resourceGroups": [
-                        {"coveredResources": ["google.com/tpu"], "flavors": [{"name": flavor, "resources": [{"name": "google.com/tpu", "nominalQuota": chips}]}]}
+                        {
+                            "coveredResources": ["google.com/tpu"],
+                            "flavors": [
+                                {
+                                    "name": flavor,
+                                    "resources": [{"name": "google.com/tpu", "nominalQuota": chips}],
+                                }
+                            ],
+                        }
                     ],
                 },
             },
@@ -190,27 +233,42 @@ def create_queues(custom: client.CustomObjectsApi, objects: list[tuple[str, dict
             custom.create_cluster_custom_object(*KUEUE, plural, body)
 
 
-def workload_of(custom: client.CustomObjectsApi, namespace: str, jobset: dict[str, Any]) -> dict[str, Any] | None:
+def workload_of(
+    custom: client.CustomObjectsApi, namespace: str, jobset: dict[str, Any]
+) -> dict[str, Any] | None:
     items = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
-    return next((w for w in items if w["metadata"]["labels"].get(JOB_UID_LABEL) == jobset["metadata"]["uid"]), None)
+    return next(
+        (w for w in items if w["metadata"]["labels"].get(JOB_UID_LABEL) == jobset["metadata"]["uid"]), None
+    )
 
 
 def cond(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
-    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or () if c["type"] == type_), {})
+    return next(
+        (c for c in ((obj or {}).get("status") or {}).get("conditions") or () if c["type"] == type_), {}
+    )
 
 
 def events_for(cluster: LocalCluster, namespace: str, name: str) -> list[tuple[str, str]]:
-    return [(e["reason"], e["message"]) for e in cluster.list("v1", "Event", namespace) if e["involvedObject"]["name"] == name]
+    return [
+        (e["reason"], e["message"])
+        for e in cluster.list("v1", "Event", namespace)
+        if e["involvedObject"]["name"] == name
+    ]
 
 
 def finish_pods(cluster: LocalCluster, namespace: str, jobset: str) -> None:
     """Every pod of the JobSet exits 0 now."""
     pods = cluster.list("v1", "Pod", namespace, labels={"jobset.sigs.k8s.io/jobset-name": jobset})
     for pod in pods:
-        wait_for(lambda pod=pod: cluster.fail_pod(namespace, pod["metadata"]["name"], exit_code=0), what=f"{pod['metadata']['name']} running")
+        wait_for(
+            lambda pod=pod: cluster.fail_pod(namespace, pod["metadata"]["name"], exit_code=0),
+            what=f"{pod['metadata']['name']} running",
+        )
 
 
-def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(cluster, custom, upstream_samples, schema_validator):
+def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
+    cluster, custom, upstream_samples, schema_validator
+):
     # The GKE multislice tutorial's queue objects (kueue.x-k8s.io/v1beta1), shrunk to two slices' worth of chips.
     seed = [d for d in yaml.safe_load_all((upstream_samples / "seed-kueue-tpu-queue.yaml").read_text()) if d]
     for document in seed:
@@ -220,76 +278,173 @@ def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(cluster, custo
 
     names = ["first", "second", "third"]
     for name in names:
-        custom.create_namespaced_custom_object(*JOBSET, "default", "jobsets", tpu_jobset(name, "multislice-queue"))
+        custom.create_namespaced_custom_object(
+            *JOBSET, "default", "jobsets", tpu_jobset(name, "multislice-queue")
+        )
     jobsets = {n: custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", n) for n in names}
 
-    third = wait_for(lambda: cond(workload_of(custom, "default", jobsets["third"]), "QuotaReserved").get("reason") == "Pending" and workload_of(custom, "default", jobsets["third"]), what="third pending")
+    third = wait_for(
+        lambda: (
+            cond(workload_of(custom, "default", jobsets["third"]), "QuotaReserved").get("reason") == "Pending"
+            and workload_of(custom, "default", jobsets["third"])
+        ),
+        what="third pending",
+    )
     assert cond(third, "QuotaReserved") == {
         **cond(third, "QuotaReserved"),
         "status": "False",
         "message": "couldn't assign flavors to pod set worker: insufficient unused quota for google.com/tpu in flavor vlp-24, 8 more needed",
     }
-    assert custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "third")["spec"]["suspend"] is True
+    assert (
+        custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "third")["spec"]["suspend"] is True
+    )
 
-    first = wait_for(lambda: cond(workload_of(custom, "default", jobsets["first"]), "Admitted").get("status") == "True" and workload_of(custom, "default", jobsets["first"]))
-    second = wait_for(lambda: cond(workload_of(custom, "default", jobsets["second"]), "Admitted").get("status") == "True" and workload_of(custom, "default", jobsets["second"]))
-    assert first["metadata"]["name"] == workload_name("JobSet", "jobset.x-k8s.io", "first", jobsets["first"]["metadata"]["uid"])
-    assert first["metadata"]["ownerReferences"] == [{
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "first", "uid": jobsets["first"]["metadata"]["uid"],
-        "controller": True, "blockOwnerDeletion": True,
-    }]
+    first = wait_for(
+        lambda: (
+            cond(workload_of(custom, "default", jobsets["first"]), "Admitted").get("status") == "True"
+            and workload_of(custom, "default", jobsets["first"])
+        )
+    )
+    second = wait_for(
+        lambda: (
+            cond(workload_of(custom, "default", jobsets["second"]), "Admitted").get("status") == "True"
+            and workload_of(custom, "default", jobsets["second"])
+        )
+    )
+    assert first["metadata"]["name"] == workload_name(
+        "JobSet", "jobset.x-k8s.io", "first", jobsets["first"]["metadata"]["uid"]
+    )
+    assert first["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "first",
+            "uid": jobsets["first"]["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     assert first["spec"]["queueName"] == "multislice-queue" and first["spec"]["podSets"][0]["count"] == 2
     assert first["status"]["admission"] == {
         "clusterQueue": "cluster-queue",
-        "podSetAssignments": [{"name": "worker", "count": 2, "flavors": {"google.com/tpu": "vlp-24"}, "resourceUsage": {"google.com/tpu": "8"}}],
+        "podSetAssignments": [
+            {
+                "name": "worker",
+                "count": 2,
+                "flavors": {"google.com/tpu": "vlp-24"},
+                "resourceUsage": {"google.com/tpu": "8"},
+            }
+        ],
     }
-    assert cond(first, "QuotaReserved")["reason"] == "QuotaReserved" and cond(first, "Admitted")["reason"] == "Admitted"
+    assert (
+        cond(first, "QuotaReserved")["reason"] == "QuotaReserved"
+        and cond(first, "Admitted")["reason"] == "Admitted"
+    )
     assert schema_validator.errors(first) == []
 
-    started = wait_for(lambda: (js := custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "first"))["spec"]["suspend"] is False and js)
+    started = wait_for(
+        lambda: (
+            (js := custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "first"))["spec"][
+                "suspend"
+            ]
+            is False
+            and js
+        )
+    )
     assert json.loads(started["metadata"]["annotations"][INJECTED_NODE_SELECTOR]) == V5E
     assert started["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] == V5E
     assert ("Started", "Admitted by clusterQueue cluster-queue") in events_for(cluster, "default", "first")
     reasons = [r for r, _ in events_for(cluster, "default", first["metadata"]["name"])]
     assert "QuotaReserved" in reasons and "Admitted" in reasons
 
-    status = wait_for(lambda: (cq := cluster.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cluster-queue", None))["status"].get("pendingWorkloads") == 1 and cq["status"])
+    status = wait_for(
+        lambda: (
+            (cq := cluster.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cluster-queue", None))[
+                "status"
+            ].get("pendingWorkloads")
+            == 1
+            and cq["status"]
+        )
+    )
     assert (status["reservingWorkloads"], status["admittedWorkloads"]) == (2, 2)
-    assert status["flavorsReservation"] == [{"name": "vlp-24", "resources": [{"name": "google.com/tpu", "total": "16", "borrowed": "0"}]}]
+    assert status["flavorsReservation"] == [
+        {"name": "vlp-24", "resources": [{"name": "google.com/tpu", "total": "16", "borrowed": "0"}]}
+    ]
     local = cluster.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "multislice-queue", "default")["status"]
-    assert (local["pendingWorkloads"], local["admittedWorkloads"], cond({"status": local}, "Active")["status"]) == (1, 2, "True")
+    assert (
+        local["pendingWorkloads"],
+        local["admittedWorkloads"],
+        cond({"status": local}, "Active")["status"],
+    ) == (1, 2, "True")
 
     # When the first finishes its quota goes to the third.
     finish_pods(cluster, "default", "first")
-    done = wait_for(lambda: cond(workload_of(custom, "default", jobsets["first"]), "Finished").get("status") == "True" and workload_of(custom, "default", jobsets["first"]), timeout=15)
+    done = wait_for(
+        lambda: (
+            cond(workload_of(custom, "default", jobsets["first"]), "Finished").get("status") == "True"
+            and workload_of(custom, "default", jobsets["first"])
+        ),
+        timeout=15,
+    )
     assert cond(done, "Finished")["reason"] == "Succeeded"
-    third = wait_for(lambda: cond(workload_of(custom, "default", jobsets["third"]), "Admitted").get("status") == "True" and workload_of(custom, "default", jobsets["third"]))
+    third = wait_for(
+        lambda: (
+            cond(workload_of(custom, "default", jobsets["third"]), "Admitted").get("status") == "True"
+            and workload_of(custom, "default", jobsets["third"])
+        )
+    )
     assert cond(third, "QuotaReserved")["reason"] == "QuotaReserved"
     for name in names:
         custom.delete_namespaced_custom_object(*JOBSET, "default", "jobsets", name)
-    wait_for(lambda: not custom.list_namespaced_custom_object(*KUEUE, "default", "workloads")["items"], what="workloads collected with their JobSets")
+    wait_for(
+        lambda: not custom.list_namespaced_custom_object(*KUEUE, "default", "workloads")["items"],
+        what="workloads collected with their JobSets",
+    )
 
 
 def test_a_missing_local_queue_leaves_the_jobset_waiting_not_failing(cluster, custom):
     jobset = custom.create_namespaced_custom_object(*JOBSET, "lq", "jobsets", tpu_jobset("orphan", "nope"))
-    workload = wait_for(lambda: cond(workload_of(custom, "lq", jobset), "QuotaReserved") and workload_of(custom, "lq", jobset))
+    workload = wait_for(
+        lambda: cond(workload_of(custom, "lq", jobset), "QuotaReserved") and workload_of(custom, "lq", jobset)
+    )
     assert {k: cond(workload, "QuotaReserved")[k] for k in ("status", "reason", "message")} == {
-        "status": "False", "reason": "Inadmissible", "message": "LocalQueue nope doesn't exist",
+        "status": "False",
+        "reason": "Inadmissible",
+        "message": "LocalQueue nope doesn't exist",
     }
-    assert ("Inadmissible", "LocalQueue nope doesn't exist") in events_for(cluster, "lq", workload["metadata"]["name"])
+    assert ("Inadmissible", "LocalQueue nope doesn't exist") in events_for(
+        cluster, "lq", workload["metadata"]["name"]
+    )
     assert custom.get_namespaced_custom_object(*JOBSET, "lq", "jobsets", "orphan")["spec"]["suspend"] is True
 
     objects = queue_objects("lq-cq", "lq", 8)
     objects[1][1]["metadata"]["name"] = "nope"
     create_queues(custom, objects)
-    wait_for(lambda: cond(workload_of(custom, "lq", jobset), "Admitted").get("status") == "True", what="admitted once the LocalQueue exists")
+    wait_for(
+        lambda: cond(workload_of(custom, "lq", jobset), "Admitted").get("status") == "True",
+        what="admitted once the LocalQueue exists",
+    )
     custom.delete_namespaced_custom_object(*JOBSET, "lq", "jobsets", "orphan")
 
 
 def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, custom):
     create_queues(custom, queue_objects("evict-cq", "evict", 8))
-    jobset = custom.create_namespaced_custom_object(*JOBSET, "evict", "jobsets", tpu_jobset("victim", "evict-cq"))
-    wait_for(lambda: len([p for p in cluster.list("v1", "Pod", "evict") if (p.get("status") or {}).get("phase") == "Running"]) == 2, what="pods running")
+    jobset = custom.create_namespaced_custom_object(
+        *JOBSET, "evict", "jobsets", tpu_jobset("victim", "evict-cq")
+    )
+    wait_for(
+        lambda: (
+            len(
+                [
+                    p
+                    for p in cluster.list("v1", "Pod", "evict")
+                    if (p.get("status") or {}).get("phase") == "Running"
+                ]
+            )
+            == 2
+        ),
+        what="pods running",
+    )
     controller = kueue(cluster)
     name = cluster.call(lambda: controller.workload_name_for("evict", "victim"))
     assert name == workload_of(custom, "evict", jobset)["metadata"]["name"]
@@ -297,21 +452,66 @@ def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, cus
     cluster.call(lambda: controller.evict("evict", name, requeue_after=150))
     evicted = custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name)
     assert (cond(evicted, "Evicted")["status"], cond(evicted, "Evicted")["reason"]) == ("True", "Preempted")
-    assert (cond(evicted, "Preempted")["status"], cond(evicted, "Preempted")["reason"]) == ("True", "InClusterQueue")
+    assert (cond(evicted, "Preempted")["status"], cond(evicted, "Preempted")["reason"]) == (
+        "True",
+        "InClusterQueue",
+    )
     assert cond(evicted, "Evicted")["message"].startswith("Preempted to accommodate a workload")
 
-    released = wait_for(lambda: cond(w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Requeued").get("status") == "True" and w, what="quota released")
-    assert custom.get_namespaced_custom_object(*JOBSET, "evict", "jobsets", "victim")["spec"]["suspend"] is True
-    assert not [p for p in cluster.list("v1", "Pod", "evict") if (p.get("status") or {}).get("phase") == "Running"]
+    released = wait_for(
+        lambda: (
+            cond(
+                w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Requeued"
+            ).get("status")
+            == "True"
+            and w
+        ),
+        what="quota released",
+    )
+    assert (
+        custom.get_namespaced_custom_object(*JOBSET, "evict", "jobsets", "victim")["spec"]["suspend"] is True
+    )
+    assert not [
+        p for p in cluster.list("v1", "Pod", "evict") if (p.get("status") or {}).get("phase") == "Running"
+    ]
     assert "admission" not in released["status"]
-    assert (cond(released, "QuotaReserved")["status"], cond(released, "QuotaReserved")["reason"]) == ("False", "Pending")
-    assert (cond(released, "Admitted")["status"], cond(released, "Admitted")["reason"]) == ("False", "NoReservation")
+    assert (cond(released, "QuotaReserved")["status"], cond(released, "QuotaReserved")["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert (cond(released, "Admitted")["status"], cond(released, "Admitted")["reason"]) == (
+        "False",
+        "NoReservation",
+    )
     assert ("Stopped", cond(evicted, "Evicted")["message"]) in events_for(cluster, "evict", "victim")
     assert "EvictedDueToPreempted" in [r for r, _ in events_for(cluster, "evict", name)]
 
-    readmitted = wait_for(lambda: cond(w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Admitted").get("status") == "True" and w, what="readmitted")
-    assert cond(readmitted, "Evicted")["status"] == "False" and cond(readmitted, "Evicted")["message"].startswith("Previously: Preempted")
-    wait_for(lambda: len([p for p in cluster.list("v1", "Pod", "evict") if (p.get("status") or {}).get("phase") == "Running"]) == 2, what="pods running again")
+    readmitted = wait_for(
+        lambda: (
+            cond(
+                w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Admitted"
+            ).get("status")
+            == "True"
+            and w
+        ),
+        what="readmitted",
+    )
+    assert cond(readmitted, "Evicted")["status"] == "False" and cond(readmitted, "Evicted")[
+        "message"
+    ].startswith("Previously: Preempted")
+    wait_for(
+        lambda: (
+            len(
+                [
+                    p
+                    for p in cluster.list("v1", "Pod", "evict")
+                    if (p.get("status") or {}).get("phase") == "Running"
+                ]
+            )
+            == 2
+        ),
+        what="pods running again",
+    )
     with pytest.raises(ValueError, match="valid: Preempted, NodeFailures"):
         cluster.call(lambda: controller.evict("evict", name, reason="Bored"))
     custom.delete_namespaced_custom_object(*JOBSET, "evict", "jobsets", "victim")
@@ -321,8 +521,15 @@ def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, cus
 
 def test_a_full_queue_keeps_jobs_pending_until_quota_grows(cluster, custom):
     create_queues(custom, queue_objects("quota-cq", "quota", 0))
-    jobset = custom.create_namespaced_custom_object(*JOBSET, "quota", "jobsets", tpu_jobset("waiting", "quota-cq"))
-    workload = wait_for(lambda: cond(workload_of(custom, "quota", jobset), "QuotaReserved").get("reason") == "Pending" and workload_of(custom, "quota", jobset))
+    jobset = custom.create_namespaced_custom_object(
+        *JOBSET, "quota", "jobsets", tpu_jobset("waiting", "quota-cq")
+    )
+    workload = wait_for(
+        lambda: (
+            cond(workload_of(custom, "quota", jobset), "QuotaReserved").get("reason") == "Pending"
+            and workload_of(custom, "quota", jobset)
+        )
+    )
     assert cond(workload, "QuotaReserved")["message"] == (
         "couldn't assign flavors to pod set worker: insufficient quota for google.com/tpu in flavor vlp-24, "
         "previously considered podsets requests (0) + current podset request (8) > maximum capacity (0)"
@@ -331,31 +538,65 @@ def test_a_full_queue_keeps_jobs_pending_until_quota_grows(cluster, custom):
     with pytest.raises(ValueError, match="flavors: vlp-24"):
         cluster.call(lambda: controller.set_quota("quota-cq", "v6e", 8))
     cluster.call(lambda: controller.set_quota("quota-cq", "vlp-24", 8))
-    wait_for(lambda: cond(workload_of(custom, "quota", jobset), "Admitted").get("status") == "True", what="admitted after set_quota")
+    wait_for(
+        lambda: cond(workload_of(custom, "quota", jobset), "Admitted").get("status") == "True",
+        what="admitted after set_quota",
+    )
     custom.delete_namespaced_custom_object(*JOBSET, "quota", "jobsets", "waiting")
 
 
-def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_admission(cluster, custom, api, schema_validator):
+def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_admission(
+    cluster, custom, api, schema_validator
+):
     create_queues(custom, queue_objects("jobs-cq", "jobs", 8))
-    custom.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "urgent"}, "value": 1000,
-    })
+    custom.create_cluster_custom_object(
+        *KUEUE,
+        "workloadpriorityclasses",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "urgent"},
+            "value": 1000,
+        },
+    )
     batch = client.BatchV1Api(api)
     pod_spec = tpu_jobset("x", None)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod_spec["nodeSelector"] = {ACCELERATOR: "tpu-v5-lite-podslice"}
     body = {
-        "metadata": {"name": "solo", "labels": {"kueue.x-k8s.io/queue-name": "jobs-cq", "kueue.x-k8s.io/priority-class": "urgent"}},
-        "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {**pod_spec, "restartPolicy": "Never"}}},
+        "metadata": {
+            "name": "solo",
+            "labels": {"kueue.x-k8s.io/queue-name": "jobs-cq", "kueue.x-k8s.io/priority-class": "urgent"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {"spec": {**pod_spec, "restartPolicy": "Never"}},
+        },
     }
     job = batch.create_namespaced_job("jobs", body)
     assert job.spec.suspend is True
-    workload = wait_for(lambda: cond(w := workload_of(custom, "jobs", api.sanitize_for_serialization(job)), "Admitted").get("status") == "True" and w)
+    workload = wait_for(
+        lambda: (
+            cond(w := workload_of(custom, "jobs", api.sanitize_for_serialization(job)), "Admitted").get(
+                "status"
+            )
+            == "True"
+            and w
+        )
+    )
     assert workload["metadata"]["name"] == workload_name("Job", "batch", "solo", job.metadata.uid)
     assert workload["spec"]["podSets"][0]["name"] == "main" and workload["spec"]["podSets"][0]["count"] == 2
     assert workload["spec"]["priority"] == 1000
-    assert workload["spec"]["priorityClassRef"] == {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "urgent"}
+    assert workload["spec"]["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "urgent",
+    }
     assert schema_validator.errors(workload) == []
     started = wait_for(lambda: (j := batch.read_namespaced_job("solo", "jobs")).spec.suspend is False and j)
     assert started.spec.template.spec.node_selector == V5E
     batch.delete_namespaced_job("solo", "jobs", propagation_policy="Background")
-    wait_for(lambda: not custom.list_namespaced_custom_object(*KUEUE, "jobs", "workloads")["items"], what="workload collected")
+    wait_for(
+        lambda: not custom.list_namespaced_custom_object(*KUEUE, "jobs", "workloads")["items"],
+        what="workload collected",
+    )

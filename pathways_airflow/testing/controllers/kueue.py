@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.testing.admission import QUEUE_NAME_LABEL
-from pathways_airflow.testing.controllers.base import Controller, Key, condition, is_true, owner_reference, set_condition
+from pathways_airflow.testing.controllers.base import (
+    Controller,
+    Key,
+    condition,
+    is_true,
+    owner_reference,
+    set_condition,
+)
 from pathways_airflow.testing.kinds import Kind
 from pathways_airflow.testing.scheduling import tpu_request
 from pathways_airflow.testing.store import StoreEvent, copy_of
@@ -88,12 +95,19 @@ def pod_sets(job: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [
             {
                 "name": replicated["name"],
-                "count": replicated.get("replicas", 1) * _pods_per_replica(replicated["template"].get("spec") or {}),
+                "count": replicated.get("replicas", 1)
+                * _pods_per_replica(replicated["template"].get("spec") or {}),
                 "template": copy_of(replicated["template"]["spec"].get("template") or {}),
             }
             for replicated in job["spec"].get("replicatedJobs") or ()
         ]
-    return [{"name": JOB_POD_SET, "count": _pods_per_replica(job["spec"]), "template": copy_of(job["spec"].get("template") or {})}]
+    return [
+        {
+            "name": JOB_POD_SET,
+            "count": _pods_per_replica(job["spec"]),
+            "template": copy_of(job["spec"].get("template") or {}),
+        }
+    ]
 
 
 @dataclass(frozen=True)
@@ -257,7 +271,9 @@ class Decision:
         return self.assignments is not None
 
 
-def queue_view(cluster_queue: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]) -> tuple[QueueView, list[str]]:
+def queue_view(
+    cluster_queue: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]
+) -> tuple[QueueView, list[str]]:
     """The ClusterQueue's ``google.com/tpu`` flavors in order, and the flavors it names that do not exist."""
     found: list[FlavorQuota] = []
     missing: list[str] = []
@@ -270,14 +286,25 @@ def queue_view(cluster_queue: Mapping[str, Any], flavors: Mapping[str, Mapping[s
             for resource in flavor.get("resources") or ():
                 if resource.get("name") == TPU:
                     labels = (flavors[flavor["name"]].get("spec") or {}).get("nodeLabels") or {}
-                    found.append(FlavorQuota(flavor["name"], quantity(resource.get("nominalQuota", 0)), dict(labels)))
-    return QueueView(cluster_queue["metadata"]["name"], tuple(found), spec.get("queueingStrategy", "BestEffortFIFO")), missing
+                    found.append(
+                        FlavorQuota(flavor["name"], quantity(resource.get("nominalQuota", 0)), dict(labels))
+                    )
+    return QueueView(
+        cluster_queue["metadata"]["name"], tuple(found), spec.get("queueingStrategy", "BestEffortFIFO")
+    ), missing
 
 
 def quantity(value: Any) -> int:
     """A whole-number Kubernetes quantity (``8``, ``"8"``, ``"1k"``) as an int."""
     text = str(value).strip()
-    for suffix, factor in (("Ki", 1024), ("Mi", 1024**2), ("Gi", 1024**3), ("k", 1000), ("M", 1000**2), ("G", 1000**3)):
+    for suffix, factor in (
+        ("Ki", 1024),
+        ("Mi", 1024**2),
+        ("Gi", 1024**3),
+        ("k", 1000),
+        ("M", 1000**2),
+        ("G", 1000**3),
+    ):
         if text.endswith(suffix):
             return int(float(text[: -len(suffix)]) * factor)
     return int(float(text or 0))
@@ -302,7 +329,9 @@ def _expression_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) 
     }.get(operator, lambda: False)()
 
 
-def flavor_matches(pod_spec: Mapping[str, Any], node_labels: Mapping[str, str], label_keys: frozenset[str]) -> bool:
+def flavor_matches(
+    pod_spec: Mapping[str, Any], node_labels: Mapping[str, str], label_keys: frozenset[str]
+) -> bool:
     """Whether pods of ``pod_spec`` could run on a flavor's nodes, as Kueue's flavor assigner decides.
 
     Only the selector keys some flavor of the queue defines count (``label_keys``): a pod's
@@ -344,14 +373,18 @@ def assign_flavors(
                 continue
             available = flavor.nominal - used.get(flavor.name, 0)
             if total > available:
-                reasons.append(f"insufficient unused quota for {TPU} in flavor {flavor.name}, {total - available} more needed")
+                reasons.append(
+                    f"insufficient unused quota for {TPU} in flavor {flavor.name}, {total - available} more needed"
+                )
                 continue
             chosen = flavor
             break
         if not queue.flavors:
             reasons.append(f"resource {TPU} unavailable in ClusterQueue")
         if chosen is None:
-            failures.append(f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(sorted(reasons))}")
+            failures.append(
+                f"couldn't assign flavors to pod set {pod_set.name}: {', '.join(sorted(reasons))}"
+            )
             continue
         assumed[chosen.name] = assumed.get(chosen.name, 0) + request
         assignments.append(PodSetAssignment(pod_set.name, pod_set.count, chosen.name, request))
@@ -429,11 +462,15 @@ def reserved_chips(workload: Mapping[str, Any]) -> dict[str, int]:
     for assignment in ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
         flavor = (assignment.get("flavors") or {}).get(TPU)
         if flavor:
-            usage[flavor] = usage.get(flavor, 0) + quantity((assignment.get("resourceUsage") or {}).get(TPU, 0))
+            usage[flavor] = usage.get(flavor, 0) + quantity(
+                (assignment.get("resourceUsage") or {}).get(TPU, 0)
+            )
     return usage
 
 
-def _deactivate_condition(conditions: list[dict[str, Any]], type_: str, reason: str, now: str) -> list[dict[str, Any]]:
+def _deactivate_condition(
+    conditions: list[dict[str, Any]], type_: str, reason: str, now: str
+) -> list[dict[str, Any]]:
     """A True condition turned False with ``Previously: <message>``, as Kueue resets Evicted/Preempted."""
     found = next((c for c in conditions if c["type"] == type_), None)
     if found is None or found["status"] != "True":
@@ -441,14 +478,28 @@ def _deactivate_condition(conditions: list[dict[str, Any]], type_: str, reason: 
     return set_condition(conditions, type_, "False", reason, f"Previously: {found.get('message', '')}", now)
 
 
-def admitted_status(status: Mapping[str, Any], cluster_queue: str, assignments: Sequence[PodSetAssignment], now: str) -> dict[str, Any]:
+def admitted_status(
+    status: Mapping[str, Any], cluster_queue: str, assignments: Sequence[PodSetAssignment], now: str
+) -> dict[str, Any]:
     """The Workload status once quota is reserved and (no admission checks) the workload admitted."""
     result = copy_of(dict(status))
-    result["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": [a.to_api() for a in assignments]}
-    conditions = set_condition(result.get("conditions") or [], "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}", now)
+    result["admission"] = {
+        "clusterQueue": cluster_queue,
+        "podSetAssignments": [a.to_api() for a in assignments],
+    }
+    conditions = set_condition(
+        result.get("conditions") or [],
+        "QuotaReserved",
+        "True",
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {cluster_queue}",
+        now,
+    )
     conditions = _deactivate_condition(conditions, "Evicted", "QuotaReserved", now)
     conditions = _deactivate_condition(conditions, "Preempted", "QuotaReserved", now)
-    result["conditions"] = set_condition(conditions, "Admitted", "True", "Admitted", "The workload is admitted", now)
+    result["conditions"] = set_condition(
+        conditions, "Admitted", "True", "Admitted", "The workload is admitted", now
+    )
     return result
 
 
@@ -456,9 +507,13 @@ def pending_status(status: Mapping[str, Any], reason: str, message: str, now: st
     """The Workload status of a workload that is waiting: QuotaReserved False, no admission."""
     result = copy_of(dict(status))
     result.pop("admission", None)
-    result["conditions"] = set_condition(result.get("conditions") or [], "QuotaReserved", "False", reason, message, now)
+    result["conditions"] = set_condition(
+        result.get("conditions") or [], "QuotaReserved", "False", reason, message, now
+    )
     if condition(result, "Admitted") is not None:
-        result["conditions"] = set_condition(result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now)
+        result["conditions"] = set_condition(
+            result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
+        )
     return result
 
 
@@ -476,16 +531,30 @@ def requeued_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     evicted = condition(dict(status), "Evicted") or {}
     reason, message = evicted.get("reason", "Preempted"), evicted.get("message", "")
     result = pending_status(status, "Pending", message, now)
-    result["conditions"] = set_condition(result["conditions"], "Requeued", "True" if EVICTION_REASONS.get(reason, False) else "False", reason, message, now)
+    result["conditions"] = set_condition(
+        result["conditions"],
+        "Requeued",
+        "True" if EVICTION_REASONS.get(reason, False) else "False",
+        reason,
+        message,
+        now,
+    )
     if condition(result, "Admitted") is None:
-        result["conditions"] = set_condition(result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now)
+        result["conditions"] = set_condition(
+            result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
+        )
     return result
 
 
 def finished_status(status: Mapping[str, Any], succeeded: bool, message: str, now: str) -> dict[str, Any]:
     result = copy_of(dict(status))
     result["conditions"] = set_condition(
-        result.get("conditions") or [], "Finished", "True", "Succeeded" if succeeded else "Failed", message, now
+        result.get("conditions") or [],
+        "Finished",
+        "True",
+        "Succeeded" if succeeded else "Failed",
+        message,
+        now,
     )
     return result
 
@@ -495,11 +564,16 @@ def finished_status(status: Mapping[str, Any], succeeded: bool, message: str, no
 
 def _pod_templates(job: dict[str, Any]) -> list[dict[str, Any]]:
     if job["kind"] == "JobSet":
-        return [r["template"].setdefault("spec", {}).setdefault("template", {}) for r in job["spec"].get("replicatedJobs") or ()]
+        return [
+            r["template"].setdefault("spec", {}).setdefault("template", {})
+            for r in job["spec"].get("replicatedJobs") or ()
+        ]
     return [job["spec"].setdefault("template", {})]
 
 
-def started_job(job: Mapping[str, Any], assignments: Sequence[PodSetAssignment], flavors: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+def started_job(
+    job: Mapping[str, Any], assignments: Sequence[PodSetAssignment], flavors: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
     """The job Kueue unsuspends: each pod set's flavor node labels merged into its pod template.
 
     For a JobSet the labels every pod set shares are also recorded in the annotation
@@ -520,11 +594,12 @@ def started_job(job: Mapping[str, Any], assignments: Sequence[PodSetAssignment],
         common = dict(injected[0]) if injected else {}
         for labels in injected[1:]:
             common = {k: v for k, v in common.items() if labels.get(k) == v}
-        annotations = updated["metadata"].setdefault("annotations", {})
         if common:
-            annotations[INJECTED_NODE_SELECTOR] = json.dumps(common, sort_keys=True)
+            updated["metadata"].setdefault("annotations", {})[INJECTED_NODE_SELECTOR] = json.dumps(
+                common, sort_keys=True
+            )
         else:
-            annotations.pop(INJECTED_NODE_SELECTOR, None)
+            (updated["metadata"].get("annotations") or {}).pop(INJECTED_NODE_SELECTOR, None)
     return updated
 
 
@@ -532,7 +607,10 @@ def stopped_job(job: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str
     """The job Kueue suspends: node selectors restored to what the Workload recorded at creation."""
     updated = copy_of(dict(job))
     updated["spec"]["suspend"] = True
-    originals = [((p.get("template") or {}).get("spec") or {}).get("nodeSelector") for p in workload["spec"].get("podSets") or ()]
+    originals = [
+        ((p.get("template") or {}).get("spec") or {}).get("nodeSelector")
+        for p in workload["spec"].get("podSets") or ()
+    ]
     for template, original in zip(_pod_templates(updated), originals):
         pod_spec = template.setdefault("spec", {})
         if original:
@@ -546,14 +624,19 @@ def stopped_job(job: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str
 # --- queue statuses ----------------------------------------------------------------------------
 
 
-def _flavor_usage(flavor_names: Iterable[str], workloads: Iterable[Mapping[str, Any]], *, borrowed: bool) -> list[dict[str, Any]]:
+def _flavor_usage(
+    flavor_names: Iterable[str], workloads: Iterable[Mapping[str, Any]], *, borrowed: bool
+) -> list[dict[str, Any]]:
     totals = {name: 0 for name in flavor_names}
     for workload in workloads:
         for flavor, chips in reserved_chips(workload).items():
             if flavor in totals:
                 totals[flavor] += chips
     return [
-        {"name": name, "resources": [{"name": TPU, "total": str(total), **({"borrowed": "0"} if borrowed else {})}]}
+        {
+            "name": name,
+            "resources": [{"name": TPU, "total": str(total), **({"borrowed": "0"} if borrowed else {})}],
+        }
         for name, total in totals.items()
     ]
 
@@ -583,13 +666,31 @@ def queue_statuses(
     conditions = status.get("conditions") or []
     if local:
         if cluster_queue is None:
-            conditions = set_condition(conditions, "Active", "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue", now)
+            conditions = set_condition(
+                conditions,
+                "Active",
+                "False",
+                "ClusterQueueDoesNotExist",
+                "Can't submit new workloads to clusterQueue",
+                now,
+            )
         elif missing_flavors:
-            conditions = set_condition(conditions, "Active", "False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue", now)
+            conditions = set_condition(
+                conditions,
+                "Active",
+                "False",
+                "ClusterQueueIsInactive",
+                "Can't submit new workloads to clusterQueue",
+                now,
+            )
         else:
-            conditions = set_condition(conditions, "Active", "True", "Ready", "Can submit new workloads to localQueue", now)
+            conditions = set_condition(
+                conditions, "Active", "True", "Ready", "Can submit new workloads to localQueue", now
+            )
     elif missing_flavors:
-        message = f"Can't admit new workloads: references missing ResourceFlavor(s): {','.join(missing_flavors)}."
+        message = (
+            f"Can't admit new workloads: references missing ResourceFlavor(s): {','.join(missing_flavors)}."
+        )
         conditions = set_condition(conditions, "Active", "False", "FlavorNotFound", message, now)
     else:
         conditions = set_condition(conditions, "Active", "True", "Ready", "Can admit new workloads", now)
@@ -665,7 +766,9 @@ class KueueController(Controller):
         meta = job["metadata"]
         if not (meta.get("labels") or {}).get(QUEUE_NAME_LABEL):
             return False
-        return job["kind"] == "JobSet" or not any(r.get("kind") == "JobSet" for r in meta.get("ownerReferences") or ())
+        return job["kind"] == "JobSet" or not any(
+            r.get("kind") == "JobSet" for r in meta.get("ownerReferences") or ()
+        )
 
     def _job_kind(self, job: Mapping[str, Any]) -> Kind:
         return self.jobsets if job["kind"] == "JobSet" else self.jobs
@@ -701,7 +804,9 @@ class KueueController(Controller):
         quota allows, counted from the moment its pods are gone. Returns the Workload name.
         """
         if reason not in EVICTION_REASONS:
-            raise ValueError(f"reason={reason!r}: not an eviction reason the local Kueue models; valid: {', '.join(EVICTION_REASONS)}")
+            raise ValueError(
+                f"reason={reason!r}: not an eviction reason the local Kueue models; valid: {', '.join(EVICTION_REASONS)}"
+            )
         workload = self.store.find(self.workloads, namespace, workload_name)
         if workload is None:
             names = [w["metadata"]["name"] for w in self.store.list(self.workloads, namespace)]
@@ -729,11 +834,15 @@ class KueueController(Controller):
             deactivated["metadata"].pop("resourceVersion", None)
             workload = self.store.replace(self.workloads, deactivated)
         now = self.clock.timestamp()
-        stored = self.set_status(self.workloads, workload, evicted_status(workload.get("status") or {}, reason, message, now))
+        stored = self.set_status(
+            self.workloads, workload, evicted_status(workload.get("status") or {}, reason, message, now)
+        )
         self.event(stored, f"EvictedDueTo{reason}", message)
         if reason == "Preempted":
             self.event(stored, "Preempted", message)
-        self._requeue_delay[stored["metadata"]["uid"]] = self.requeue_backoff if requeue_after is None else requeue_after
+        self._requeue_delay[stored["metadata"]["uid"]] = (
+            self.requeue_backoff if requeue_after is None else requeue_after
+        )
         self.enqueue(_ALL)
         return workload_name
 
@@ -748,7 +857,9 @@ class KueueController(Controller):
         current = self.store.find(self.cluster_queues, None, cluster_queue)
         if current is None:
             names = [q["metadata"]["name"] for q in self.store.list(self.cluster_queues)]
-            raise ValueError(f"cluster_queue={cluster_queue!r}: no such ClusterQueue; valid: {', '.join(names) or '(none)'}")
+            raise ValueError(
+                f"cluster_queue={cluster_queue!r}: no such ClusterQueue; valid: {', '.join(names) or '(none)'}"
+            )
         updated = copy_of(current)
         known: list[str] = []
         changed = False
@@ -789,7 +900,9 @@ class KueueController(Controller):
 
     def _drop_finalizer(self, workload: dict[str, Any]) -> dict[str, Any]:
         updated = copy_of(workload)
-        updated["metadata"]["finalizers"] = [f for f in updated["metadata"].get("finalizers") or () if f != RESOURCE_IN_USE_FINALIZER]
+        updated["metadata"]["finalizers"] = [
+            f for f in updated["metadata"].get("finalizers") or () if f != RESOURCE_IN_USE_FINALIZER
+        ]
         updated["metadata"].pop("resourceVersion", None)
         return self.store.replace(self.workloads, updated)
 
@@ -801,7 +914,13 @@ class KueueController(Controller):
             if uid and not workload["metadata"].get("deletionTimestamp"):
                 by_owner[uid] = workload
         jobs = [j for kind in (self.jobsets, self.jobs) for j in self.store.list(kind) if self._is_queued(j)]
-        jobs.sort(key=lambda j: (self._arrival.get(j["metadata"]["uid"], 1 << 62), j["metadata"].get("creationTimestamp", ""), j["metadata"]["name"]))
+        jobs.sort(
+            key=lambda j: (
+                self._arrival.get(j["metadata"]["uid"], 1 << 62),
+                j["metadata"].get("creationTimestamp", ""),
+                j["metadata"]["name"],
+            )
+        )
         for job in jobs:
             meta = job["metadata"]
             self._arrival.setdefault(meta["uid"], next(self._arrivals))
@@ -827,11 +946,15 @@ class KueueController(Controller):
                 {c["metadata"]["name"]: c for c in self.store.list(self.priority_classes)},
             )
         except LookupError as error:
-            self._report(meta["uid"], job, "WorkloadPriorityClassNotFound", f"cannot create a Workload: {error}")
+            self._report(
+                meta["uid"], job, "WorkloadPriorityClassNotFound", f"cannot create a Workload: {error}"
+            )
             self.enqueue_after(_ALL, self.retry_seconds)
             return None
         created = self.store.create(self.workloads, new_workload(job, priority))
-        self.event(job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{created['metadata']['name']}")
+        self.event(
+            job, "CreatedWorkload", f"Created Workload: {meta['namespace']}/{created['metadata']['name']}"
+        )
         if not job["spec"].get("suspend"):
             self._stop(job, created, "Not admitted by cluster queue")
         return created
@@ -843,9 +966,17 @@ class KueueController(Controller):
         finished = job_finished(job)
         if finished is not None:
             succeeded, message = finished
-            done = self.set_status(self.workloads, workload, finished_status(workload.get("status") or {}, succeeded, message, now))
+            done = self.set_status(
+                self.workloads,
+                workload,
+                finished_status(workload.get("status") or {}, succeeded, message, now),
+            )
             done = self._drop_finalizer(done)
-            self.event(job, "FinishedWorkload", f"Workload '{job['metadata']['namespace']}/{workload['metadata']['name']}' is declared finished")
+            self.event(
+                job,
+                "FinishedWorkload",
+                f"Workload '{job['metadata']['namespace']}/{workload['metadata']['name']}' is declared finished",
+            )
             return done
         if is_true(workload, "Evicted") and has_reservation(workload):
             if not job["spec"].get("suspend"):
@@ -853,7 +984,9 @@ class KueueController(Controller):
                 return workload
             if job_active(job):
                 return workload
-            released = self.set_status(self.workloads, workload, requeued_status(workload.get("status") or {}, now))
+            released = self.set_status(
+                self.workloads, workload, requeued_status(workload.get("status") or {}, now)
+            )
             uid = released["metadata"]["uid"]
             self._reported.pop(uid, None)
             delay = self._requeue_delay.pop(uid, self.requeue_backoff)
@@ -870,7 +1003,9 @@ class KueueController(Controller):
     def _schedule(self, workloads: list[dict[str, Any]]) -> None:
         """One scheduling cycle: every waiting workload of every ClusterQueue, in queue order."""
         now_ts, now = self.clock.timestamp(), self.clock.now()
-        local_queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.local_queues)}
+        local_queues = {
+            (q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.local_queues)
+        }
         cluster_queues = {q["metadata"]["name"]: q for q in self.store.list(self.cluster_queues)}
         flavors = {f["metadata"]["name"]: f for f in self.store.list(self.flavors)}
         live = [w for w in workloads if not is_finished(w)]
@@ -903,7 +1038,12 @@ class KueueController(Controller):
             waiting.setdefault(cq_name, []).append(workload)
         for cq_name, queued in sorted(waiting.items()):
             view, _ = queue_view(cluster_queues[cq_name], flavors)
-            ordered = sorted(queued, key=lambda w: queue_order(w, self._arrival.get((w["metadata"].get("labels") or {}).get(JOB_UID_LABEL, ""))))
+            ordered = sorted(
+                queued,
+                key=lambda w: queue_order(
+                    w, self._arrival.get((w["metadata"].get("labels") or {}).get(JOB_UID_LABEL, ""))
+                ),
+            )
             by_key = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in ordered}
             flavor_labels = {f.name: dict(f.node_labels) for f in view.flavors}
             for decision in admit([queued_workload(w) for w in ordered], view, used.get(cq_name, {})):
@@ -914,7 +1054,9 @@ class KueueController(Controller):
                     self._mark_pending(workload, "Pending", decision.message, now_ts)
 
     def _mark_pending(self, workload: dict[str, Any], reason: str, message: str, now: str) -> None:
-        stored = self.set_status(self.workloads, workload, pending_status(workload.get("status") or {}, reason, message, now))
+        stored = self.set_status(
+            self.workloads, workload, pending_status(workload.get("status") or {}, reason, message, now)
+        )
         uid = workload["metadata"]["uid"]
         if self._reported.get(uid) != f"{reason}:{message}":
             self._reported[uid] = f"{reason}:{message}"
@@ -928,20 +1070,40 @@ class KueueController(Controller):
         flavor_labels: Mapping[str, Mapping[str, str]],
         now: str,
     ) -> None:
-        queued_since = (condition(workload, "Requeued") or {}).get("lastTransitionTime") or workload["metadata"].get("creationTimestamp", now)
-        stored = self.set_status(self.workloads, workload, admitted_status(workload.get("status") or {}, cluster_queue, assignments, now))
+        queued_since = (condition(workload, "Requeued") or {}).get("lastTransitionTime") or workload[
+            "metadata"
+        ].get("creationTimestamp", now)
+        stored = self.set_status(
+            self.workloads,
+            workload,
+            admitted_status(workload.get("status") or {}, cluster_queue, assignments, now),
+        )
         self._reported.pop(workload["metadata"]["uid"], None)
         self._requeue_at.pop(workload["metadata"]["uid"], None)
         waited = _seconds_between(queued_since, now)
-        self.event(stored, "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}, wait time since queued was {waited:.0f}s")
-        self.event(stored, "Admitted", f"Admitted by ClusterQueue {cluster_queue}, wait time since reservation was 0s")
+        self.event(
+            stored,
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {cluster_queue}, wait time since queued was {waited:.0f}s",
+        )
+        self.event(
+            stored,
+            "Admitted",
+            f"Admitted by ClusterQueue {cluster_queue}, wait time since reservation was 0s",
+        )
         owner = self._owner(stored)
         if owner is not None and owner["spec"].get("suspend"):
             self._start(owner, stored, flavor_labels)
 
     def _owner(self, workload: Mapping[str, Any]) -> dict[str, Any] | None:
         for ref in workload["metadata"].get("ownerReferences") or ():
-            kind = self.jobsets if ref.get("kind") == "JobSet" else self.jobs if ref.get("kind") == "Job" else None
+            kind = (
+                self.jobsets
+                if ref.get("kind") == "JobSet"
+                else self.jobs
+                if ref.get("kind") == "Job"
+                else None
+            )
             if kind is None:
                 continue
             found = self.store.find(kind, workload["metadata"]["namespace"], ref["name"])
@@ -949,14 +1111,25 @@ class KueueController(Controller):
                 return found
         return None
 
-    def _start(self, job: dict[str, Any], workload: dict[str, Any], flavor_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    def _start(
+        self,
+        job: dict[str, Any],
+        workload: dict[str, Any],
+        flavor_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         admission = workload["status"]["admission"]
         if flavor_labels is None:
             flavor_labels = {
-                f["metadata"]["name"]: dict((f.get("spec") or {}).get("nodeLabels") or {}) for f in self.store.list(self.flavors)
+                f["metadata"]["name"]: dict((f.get("spec") or {}).get("nodeLabels") or {})
+                for f in self.store.list(self.flavors)
             }
         assignments = [
-            PodSetAssignment(a["name"], int(a.get("count", 0)), (a.get("flavors") or {}).get(TPU), quantity((a.get("resourceUsage") or {}).get(TPU, 0)))
+            PodSetAssignment(
+                a["name"],
+                int(a.get("count", 0)),
+                (a.get("flavors") or {}).get(TPU),
+                quantity((a.get("resourceUsage") or {}).get(TPU, 0)),
+            )
             for a in admission.get("podSetAssignments") or ()
         ]
         updated = started_job(job, assignments, flavor_labels)
@@ -981,25 +1154,34 @@ class KueueController(Controller):
         cluster_queues = {q["metadata"]["name"]: q for q in self.store.list(self.cluster_queues)}
         local_queues = self.store.list(self.local_queues)
         workloads = [w for w in self.store.list(self.workloads) if not w["metadata"].get("deletionTimestamp")]
-        queue_of = {(q["metadata"]["namespace"], q["metadata"]["name"]): (q.get("spec") or {}).get("clusterQueue", "") for q in local_queues}
+        queue_of = {
+            (q["metadata"]["namespace"], q["metadata"]["name"]): (q.get("spec") or {}).get("clusterQueue", "")
+            for q in local_queues
+        }
         by_cq: dict[str, list[dict[str, Any]]] = {}
         by_lq: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for workload in workloads:
             lq_key = (workload["metadata"]["namespace"], workload["spec"].get("queueName", ""))
             by_lq.setdefault(lq_key, []).append(workload)
-            cq_name = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or queue_of.get(lq_key)
+            cq_name = ((workload.get("status") or {}).get("admission") or {}).get(
+                "clusterQueue"
+            ) or queue_of.get(lq_key)
             if cq_name:
                 by_cq.setdefault(cq_name, []).append(workload)
         views = {name: queue_view(cq, flavors) for name, cq in cluster_queues.items()}
         for name, cq in cluster_queues.items():
             view, missing = views[name]
             names = list(dict.fromkeys(f.name for f in view.flavors))
-            status = queue_statuses(cq, names, missing, by_cq.get(name, []), cq.get("status") or {}, now, local=False)
+            status = queue_statuses(
+                cq, names, missing, by_cq.get(name, []), cq.get("status") or {}, now, local=False
+            )
             self.set_status(self.cluster_queues, cq, status)
         for lq in local_queues:
             key = (lq["metadata"]["namespace"], lq["metadata"]["name"])
             cq = cluster_queues.get(queue_of[key])
             view, missing = views.get(queue_of[key], (QueueView("", ()), []))
             names = list(dict.fromkeys(f.name for f in view.flavors))
-            status = queue_statuses(cq, names, missing, by_lq.get(key, []), lq.get("status") or {}, now, local=True)
+            status = queue_statuses(
+                cq, names, missing, by_lq.get(key, []), lq.get("status") or {}, now, local=True
+            )
             self.set_status(self.local_queues, lq, status)

@@ -39,7 +39,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from pathways_airflow.testing.controllers.base import Controller, Key, is_true, owner_keys, owner_reference, set_condition
+from pathways_airflow.testing.controllers.base import Controller, Key, is_true, owner_keys, owner_reference
 from pathways_airflow.testing.kinds import Kind
 from pathways_airflow.testing.scheduling import tpu_request
 from pathways_airflow.testing.store import StoreEvent, copy_of
@@ -165,7 +165,19 @@ def subdomain(spec: LwsSpec, leader: str) -> str:
 
 
 def _requests_tpus(pod_spec: Mapping[str, Any]) -> bool:
-    return tpu_request({"spec": {"containers": [*(pod_spec.get("containers") or ()), *(pod_spec.get("initContainers") or ())]}}) > 0
+    return (
+        tpu_request(
+            {
+                "spec": {
+                    "containers": [
+                        *(pod_spec.get("containers") or ()),
+                        *(pod_spec.get("initContainers") or ()),
+                    ]
+                }
+            }
+        )
+        > 0
+    )
 
 
 def with_lws_env(pod: dict[str, Any], lws_name: str) -> dict[str, Any]:
@@ -183,7 +195,10 @@ def with_lws_env(pod: dict[str, Any], lws_name: str) -> dict[str, Any]:
     ]
     names = {item["name"] for item in injected}
     for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
-        container["env"] = [*copy_of({"env": injected})["env"], *(e for e in container.get("env") or () if e["name"] not in names)]
+        container["env"] = [
+            *(dict(e) for e in injected),
+            *(e for e in container.get("env") or () if e["name"] not in names),
+        ]
     return pod
 
 
@@ -197,15 +212,22 @@ def with_tpu_env(pod: dict[str, Any], size: int) -> dict[str, Any]:
     meta, spec = pod["metadata"], pod["spec"]
     if SUBGROUP_SIZE_ANNOTATION in meta["annotations"]:
         return pod
-    containers = [c for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())] if _requests_tpus({"containers": [c]})]
-    if not containers or any(e["name"] in ("TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID") for e in containers[0].get("env") or ()):
+    containers = [
+        c
+        for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+        if _requests_tpus({"containers": [c]})
+    ]
+    if not containers or any(
+        e["name"] in ("TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID") for e in containers[0].get("env") or ()
+    ):
         return pod
     is_leader = meta["labels"][WORKER_INDEX_LABEL] == "0"
     leader_requests = meta["annotations"].get(LEADER_REQUESTS_TPUS) == "true"
     leader = meta["name"] if is_leader else meta["annotations"][LEADER_NAME_ANNOTATION]
     worker_index = 0 if is_leader else int(meta["labels"][WORKER_INDEX_LABEL]) - (0 if leader_requests else 1)
     ports = [
-        next((e.get("value") for e in c.get("env") or () if e["name"] == "TPU_PROCESS_PORT"), None) or str(TPU_PROCESS_DEFAULT_PORT + i)
+        next((e.get("value") for e in c.get("env") or () if e["name"] == "TPU_PROCESS_PORT"), None)
+        or str(TPU_PROCESS_DEFAULT_PORT + i)
         for i, c in enumerate(containers)
     ]
     hosts = [f"{leader}.{spec['subdomain']}"] if (is_leader or leader_requests) else []
@@ -229,10 +251,17 @@ def with_tpu_env(pod: dict[str, Any], size: int) -> dict[str, Any]:
 def _exclusive_affinity(pod_spec: dict[str, Any], key: str, topology_key: str, label: str) -> None:
     """The pod (anti-)affinity the LWS webhook adds for exclusive placement (shown; our scheduler reads the annotation)."""
     affinity = pod_spec.setdefault("affinity", {})
-    affinity.setdefault("podAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
-        {"labelSelector": {"matchExpressions": [{"key": label, "operator": "In", "values": [key]}]}, "topologyKey": topology_key}
+    affinity.setdefault("podAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", []
+    ).append(
+        {
+            "labelSelector": {"matchExpressions": [{"key": label, "operator": "In", "values": [key]}]},
+            "topologyKey": topology_key,
+        }
     )
-    affinity.setdefault("podAntiAffinity", {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+    affinity.setdefault("podAntiAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", []
+    ).append(
         {
             "labelSelector": {
                 "matchExpressions": [
@@ -251,7 +280,9 @@ def _subgroup_index(size: int, subgroup_size: int, worker_index: int) -> int:
     return worker_index // subgroup_size
 
 
-def _base_pod(spec: LwsSpec, template: Mapping[str, Any], name: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+def _base_pod(
+    spec: LwsSpec, template: Mapping[str, Any], name: str, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
     template = copy_of(dict(template))
     meta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
@@ -307,7 +338,9 @@ def leader_pod(spec: LwsSpec, group: int, revision: str) -> dict[str, Any]:
     return with_tpu_env(with_lws_env(pod, spec.name), spec.size)
 
 
-def worker_pod(spec: LwsSpec, leader: Mapping[str, Any], index: int, topology_value: str | None = None) -> dict[str, Any]:
+def worker_pod(
+    spec: LwsSpec, leader: Mapping[str, Any], index: int, topology_value: str | None = None
+) -> dict[str, Any]:
     """Worker ``index`` (1..size-1) of the group ``leader`` heads; pinned to ``topology_value`` when exclusive."""
     leader_meta = leader["metadata"]
     group = int(leader_meta["labels"][GROUP_INDEX_LABEL])
@@ -327,7 +360,10 @@ def worker_pod(spec: LwsSpec, leader: Mapping[str, Any], index: int, topology_va
         labels[SUBGROUP_KEY_LABEL] = _sha1(f"{leader_meta['name']}/{sub}")
     pod = _base_pod(spec, spec.worker_template, worker_name(spec.name, group, index), labels, annotations)
     if spec.exclusive_topology and topology_value is not None:
-        pod["spec"]["nodeSelector"] = {**(pod["spec"].get("nodeSelector") or {}), spec.exclusive_topology: topology_value}
+        pod["spec"]["nodeSelector"] = {
+            **(pod["spec"].get("nodeSelector") or {}),
+            spec.exclusive_topology: topology_value,
+        }
     return with_tpu_env(with_lws_env(pod, spec.name), spec.size)
 
 
@@ -367,14 +403,21 @@ def _phase(pod: Mapping[str, Any]) -> str:
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
-    return _phase(pod) == "Running" and is_true(dict(pod), "Ready") and not pod["metadata"].get("deletionTimestamp")
+    return (
+        _phase(pod) == "Running"
+        and is_true(dict(pod), "Ready")
+        and not pod["metadata"].get("deletionTimestamp")
+    )
 
 
 def _restarted(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") not in ("Running", "Pending", None):
         return False
-    return any(c.get("restartCount", 0) > 0 for c in [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())])
+    return any(
+        c.get("restartCount", 0) > 0
+        for c in [*(status.get("containerStatuses") or ()), *(status.get("initContainerStatuses") or ())]
+    )
 
 
 def group_breakage(group: Group, size: int, workers_started: bool, policy: str) -> str | None:
@@ -401,14 +444,22 @@ def group_breakage(group: Group, size: int, workers_started: bool, policy: str) 
 
 
 def group_ready(group: Group, size: int) -> bool:
-    return group.leader is not None and pod_ready(group.leader) and len(group.workers) >= size - 1 and all(pod_ready(w) for w in group.workers.values())
+    return (
+        group.leader is not None
+        and pod_ready(group.leader)
+        and len(group.workers) >= size - 1
+        and all(pod_ready(w) for w in group.workers.values())
+    )
 
 
-def group_updated(group: Group, size: int, revision: str) -> bool:
+def group_updated(group: Group, revision: str) -> bool:
     return (
         group.leader is not None
         and (group.leader["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision
-        and all((w["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision for w in group.workers.values())
+        and all(
+            (w["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision
+            for w in group.workers.values()
+        )
     )
 
 
@@ -422,7 +473,9 @@ _CONDITION_TEXT = {
 }
 
 
-def lws_conditions(conditions: Sequence[Mapping[str, Any]], wanted: Sequence[str], now: str) -> list[dict[str, Any]]:
+def lws_conditions(
+    conditions: Sequence[Mapping[str, Any]], wanted: Sequence[str], now: str
+) -> list[dict[str, Any]]:
     """LWS's ``setConditions``: the wanted conditions True; a True rival flips to False, keeping its reason."""
     result = [dict(c) for c in conditions]
     for type_ in wanted:
@@ -436,19 +489,32 @@ def lws_conditions(conditions: Sequence[Mapping[str, Any]], wanted: Sequence[str
             elif frozenset({item["type"], type_}) in _EXCLUSIVE and item["status"] == "True":
                 item.update(status="False", lastTransitionTime=now)
         if not found:
-            result.append({"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now})
+            result.append(
+                {
+                    "type": type_,
+                    "status": "True",
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": now,
+                }
+            )
     return result
 
 
 def lws_status(
-    previous: Mapping[str, Any], spec: LwsSpec, groups: Mapping[int, Group], revision: str, generation: int, now: str
+    previous: Mapping[str, Any],
+    spec: LwsSpec,
+    groups: Mapping[int, Group],
+    revision: str,
+    generation: int,
+    now: str,
 ) -> dict[str, Any]:
     """The LeaderWorkerSet status from its groups, as LWS's ``updateStatus`` computes it."""
     current = [g for i, g in groups.items() if i < spec.replicas and g.leader is not None]
     ready = [g for g in groups.values() if g.leader is not None and group_ready(g, spec.size)]
-    updated = [g for g in groups.values() if group_updated(g, spec.size, revision)]
+    updated = [g for g in groups.values() if group_updated(g, revision)]
     current_ready = [g for g in current if group_ready(g, spec.size)]
-    current_updated = [g for g in current if group_updated(g, spec.size, revision)]
+    current_updated = [g for g in current if group_updated(g, revision)]
     current_updated_ready = [g for g in current_updated if group_ready(g, spec.size)]
     if len(current_updated) < len(current):
         wanted = ["UpdateInProgress", "Progressing"]
@@ -468,7 +534,9 @@ def lws_status(
     return status
 
 
-def headless_service(spec: LwsSpec, name: str, selector: Mapping[str, str], owner: Mapping[str, Any]) -> dict[str, Any]:
+def headless_service(
+    spec: LwsSpec, name: str, selector: Mapping[str, str], owner: Mapping[str, Any]
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -522,7 +590,9 @@ class LeaderWorkerSetController(Controller):
             if index >= spec.replicas:
                 self._delete_group(group)
         budget = spec.max_unavailable - sum(
-            1 for i, g in groups.items() if i < spec.replicas and group_updated(g, spec.size, revision) and not group_ready(g, spec.size)
+            1
+            for i, g in groups.items()
+            if i < spec.replicas and group_updated(g, revision) and not group_ready(g, spec.size)
         )
         for index in range(spec.replicas):
             group = groups.get(index, Group(index, None, {}))
@@ -531,7 +601,7 @@ class LeaderWorkerSetController(Controller):
             if why is not None:
                 self._recreate(lws, group, why)
                 group = Group(index, None, {})
-            elif group.pods and not group_updated(group, spec.size, revision):
+            elif group.pods and not group_updated(group, revision):
                 if budget <= 0 and group_ready(group, spec.size):
                     continue
                 budget -= 1
@@ -543,13 +613,29 @@ class LeaderWorkerSetController(Controller):
             self._create_missing(spec, lws, group, revision)
 
         groups = groups_of(spec.name, self._pods_of(lws))
-        status = lws_status(lws.get("status") or {}, spec, groups, revision, lws["metadata"].get("generation", 1), self.clock.timestamp())
+        status = lws_status(
+            lws.get("status") or {},
+            spec,
+            groups,
+            revision,
+            lws["metadata"].get("generation", 1),
+            self.clock.timestamp(),
+        )
         before = {c["type"]: c["status"] for c in (lws.get("status") or {}).get("conditions") or ()}
         stored = self.set_status(self.leaderworkersets, lws, status)
         after = {c["type"]: c["status"] for c in status["conditions"]}
         if after != before:
-            first = next(c for t in ("UpdateInProgress", "Available", "Progressing") for c in status["conditions"] if c["type"] == t and c["status"] == "True")
-            self.event(stored, first["reason"], f"{first['message']}, with {status['readyReplicas']} groups ready of total {spec.replicas} groups")
+            first = next(
+                c
+                for t in ("UpdateInProgress", "Available", "Progressing")
+                for c in status["conditions"]
+                if c["type"] == t and c["status"] == "True"
+            )
+            self.event(
+                stored,
+                first["reason"],
+                f"{first['message']}, with {status['readyReplicas']} groups ready of total {spec.replicas} groups",
+            )
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -558,7 +644,8 @@ class LeaderWorkerSetController(Controller):
         return [
             p
             for p in self.store.list(self.pods, lws["metadata"]["namespace"])
-            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or ()) and not p["metadata"].get("deletionTimestamp")
+            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or ())
+            and not p["metadata"].get("deletionTimestamp")
         ]
 
     def _topology_value(self, spec: LwsSpec, leader: Mapping[str, Any]) -> str | None:
@@ -593,12 +680,18 @@ class LeaderWorkerSetController(Controller):
             if index not in group.workers:
                 self.store.create(self.pods, worker_pod(spec, leader, index, topology))
         self._workers_started.add(leader["metadata"]["uid"])
-        self.event(lws, "GroupsProgressing", f"Created worker pods for leader pod {leader['metadata']['name']}")
+        self.event(
+            lws, "GroupsProgressing", f"Created worker pods for leader pod {leader['metadata']['name']}"
+        )
 
     def _recreate(self, lws: dict[str, Any], group: Group, why: str) -> None:
         leader = leader_name(lws["metadata"]["name"], group.index)
         self._delete_group(group)
-        self.event(lws, "RecreateGroup", f"{why}: deleted the pods of group {group.index} (leader {leader}) to recreate it")
+        self.event(
+            lws,
+            "RecreateGroup",
+            f"{why}: deleted the pods of group {group.index} (leader {leader}) to recreate it",
+        )
 
     def _delete_group(self, group: Group) -> None:
         if group.leader is not None:

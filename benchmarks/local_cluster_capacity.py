@@ -17,7 +17,6 @@ import json
 import os
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import time

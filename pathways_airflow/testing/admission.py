@@ -3,8 +3,9 @@
 * JobSet's defaulting webhook: ``completionMode: Indexed`` and pod ``restartPolicy: OnFailure``
   for every replicated job, ``successPolicy`` All, ``startupPolicy`` AnyOrder, DNS hostnames and
   not-ready address publishing on, failure policy rule names (``failurePolicyRuleN``).
-* Kueue's webhook: a JobSet, Job or LeaderWorkerSet labelled ``kueue.x-k8s.io/queue-name`` is
-  created suspended, to be resumed when its Workload is admitted.
+* Kueue's webhook: a JobSet or a Job (not owned by a JobSet) labelled
+  ``kueue.x-k8s.io/queue-name`` is created suspended, to be resumed when its Workload is
+  admitted. (LeaderWorkerSets are not queued by the local cluster's Kueue.)
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from pathways_airflow.testing.errors import (
     bad_request,
     invalid,
     method_not_allowed,
-    not_found,
 )
 from pathways_airflow.testing.faults import Faults
 from pathways_airflow.testing.kinds import Kind, KindRegistry

@@ -39,7 +39,7 @@ def run_local_cluster(args: argparse.Namespace) -> int:
         print()
         print(f"  export KUBECONFIG={kubeconfig}")
         print(f"  export STORAGE_EMULATOR_HOST={cluster.gcs_endpoint}")
-        print(f"  kubectl get nodes -L cloud.google.com/gke-nodepool")
+        print("  kubectl get nodes -L cloud.google.com/gke-nodepool")
         print(
             f"  curl -X POST -H 'Authorization: Bearer {cluster.token}' "
             f"{cluster.server}/_local/scenarios/maintenance -d '{{\"node_pool\": \"tpu-v5e-2x4-0\"}}'"

@@ -38,6 +38,8 @@ from pathways_airflow.testing.controllers.base import Controller
 from pathways_airflow.testing.controllers.job import JobController
 from pathways_airflow.testing.controllers.jobset import JobSetController
 from pathways_airflow.testing.controllers.kubelet import Kubelet
+from pathways_airflow.testing.controllers.kueue import KueueController
+from pathways_airflow.testing.controllers.lws import LeaderWorkerSetController
 from pathways_airflow.testing.controllers.pathways_servers import PathwaysServers
 from pathways_airflow.testing.controllers.pathwaysjob import PathwaysJobController
 from pathways_airflow.testing.controllers.scheduler import Scheduler
@@ -190,7 +192,8 @@ class LocalCluster:
             JobSetController(self),
             PathwaysJobController(self),
             PathwaysServers(self, detection_seconds=self._slice_loss_detection),
-            *self._optional_controllers(),
+            KueueController(self),
+            LeaderWorkerSetController(self),
         ]
         for controller in self._controllers:
             controller.start()
@@ -202,22 +205,6 @@ class LocalCluster:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.server = f"http://127.0.0.1:{port}"
-
-    def _optional_controllers(self) -> list[Controller]:
-        controllers: list[Controller] = []
-        try:
-            from pathways_airflow.testing.controllers.kueue import KueueController
-
-            controllers.append(KueueController(self))
-        except ImportError:
-            pass
-        try:
-            from pathways_airflow.testing.controllers.lws import LeaderWorkerSetController
-
-            controllers.append(LeaderWorkerSetController(self))
-        except ImportError:
-            pass
-        return controllers
 
     def _seed(self) -> None:
         namespaces = self.kinds.lookup("", "v1", "namespaces")
@@ -613,9 +600,61 @@ class LocalCluster:
         assert self.kubelet is not None
         return self.call(self.kubelet.fail_container(namespace, pod, container, exit_code))
 
+    # --- scenarios: Kueue ----------------------------------------------------------------------
+
+    def _kueue(self) -> KueueController:
+        found = next((c for c in self._controllers if isinstance(c, KueueController)), None)
+        if found is None:
+            raise RuntimeError("this local cluster runs no Kueue controller")
+        return found
+
+    def workload_for(self, namespace: str, name: str, kind: str = "JobSet") -> str | None:
+        """The name of the Kueue Workload of a queued JobSet (or ``kind="Job"``), or ``None``."""
+        kueue = self._kueue()
+        return self.call(lambda: kueue.workload_name_for(namespace, name, kind))
+
+    def evict_workload(
+        self,
+        namespace: str,
+        workload: str | None = None,
+        *,
+        jobset: str | None = None,
+        reason: str = "Preempted",
+        message: str | None = None,
+        requeue_after: float | None = None,
+    ) -> str:
+        """Kueue evicts a Workload (by name, or the one of ``jobset``): the JobSet is suspended,
+        its pods stop, the quota is released, and the Workload is requeued and admitted again
+        after ``requeue_after`` simulated seconds once quota allows. Returns the Workload name."""
+        kueue = self._kueue()
+
+        def run() -> str:
+            name = workload or (kueue.workload_name_for(namespace, jobset) if jobset else None)
+            if not name:
+                raise ValueError(f"jobset={jobset!r} workload={workload!r}: name a Workload, or a JobSet that has one")
+            return kueue.evict(namespace, name, reason, message, requeue_after=requeue_after)
+
+        return self.call(run)
+
+    def set_quota(self, cluster_queue: str, flavor: str, chips: int) -> None:
+        """Set a ClusterQueue's ``google.com/tpu`` quota for one flavor (0 makes the queue full)."""
+        kueue = self._kueue()
+        self.call(lambda: kueue.set_quota(cluster_queue, flavor, chips))
+
     # --- the private HTTP path ----------------------------------------------------------------
 
-    SCENARIOS = ("maintenance", "preempt_spot", "lose_slice", "fail_pod", "inject_fault", "clear_faults", "drop_watches", "compact")
+    SCENARIOS = (
+        "maintenance",
+        "preempt_spot",
+        "lose_slice",
+        "fail_pod",
+        "inject_fault",
+        "clear_faults",
+        "drop_watches",
+        "compact",
+        "evict_workload",
+        "set_quota",
+    )
 
     async def _local_request(self, request: web.Request) -> web.Response:
         """``POST /_local/scenarios/<name>`` with JSON keyword arguments runs a scenario."""

@@ -11,9 +11,12 @@ seconds per real second).
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from pathways_airflow.testing import LocalCluster
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,7 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def pathways_cluster(request: pytest.FixtureRequest) -> Iterator["LocalCluster"]:  # noqa: F821
+def pathways_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     from pathways_airflow.testing import LocalCluster
 
     crds = request.config.getoption("--pathways-crds") or os.environ.get("PATHWAYS_AIRFLOW_CRDS")

@@ -127,8 +127,6 @@ class Authorizer:
             return
         if kind.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
             return
-        from pathways_airflow.testing.kinds import KindRegistry  # noqa: F401 (typing only)
-
         rbac = {plural: self.store.list(self.store.kinds.lookup("rbac.authorization.k8s.io", "v1", plural)) for plural in ("roles", "clusterroles", "rolebindings", "clusterrolebindings")}
         resource = f"{kind.plural}/{subresource}" if subresource else kind.plural
         if not rules_allow(

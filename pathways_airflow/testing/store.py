@@ -13,14 +13,13 @@ shared with any number of watchers. Callers that want to change an object copy i
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import string
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from pathways_airflow.testing.admission import admit
 from pathways_airflow.testing.clock import VirtualClock

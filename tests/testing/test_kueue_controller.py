@@ -16,7 +16,6 @@ from pathways_airflow.testing.controllers.kueue import (
     INJECTED_NODE_SELECTOR,
     JOB_UID_LABEL,
     FlavorQuota,
-    KueueController,
     PodSetRequest,
     QueuedWorkload,
     QueueView,
@@ -137,8 +136,6 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "") 
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
 
 
-def kueue(cluster: LocalCluster) -> KueueController:
-    return next(c for c in cluster._controllers if isinstance(c, KueueController))
 
 
 def tpu_jobset(
@@ -248,6 +245,36 @@ def cond(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
     )
 
 
+def workload_when(
+    custom: client.CustomObjectsApi, namespace: str, jobset: dict[str, Any], type_: str, **wanted: str
+) -> dict[str, Any]:
+    """The Workload of ``jobset`` once its condition ``type_`` has the ``wanted`` fields (default status True)."""
+    wanted = {"status": "True", **wanted}
+
+    def ready() -> dict[str, Any] | None:
+        workload = workload_of(custom, namespace, jobset)
+        found = cond(workload, type_)
+        return workload if all(found.get(k) == v for k, v in wanted.items()) else None
+
+    return wait_for(ready, what=f"{type_} {wanted} on the Workload of {jobset['metadata']['name']}")
+
+
+def jobset_when(
+    custom: client.CustomObjectsApi, namespace: str, name: str, *, suspended: bool
+) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        jobset = custom.get_namespaced_custom_object(*JOBSET, namespace, "jobsets", name)
+        return jobset if jobset["spec"].get("suspend") is suspended else None
+
+    return wait_for(ready, what=f"JobSet {namespace}/{name} suspend={suspended}")
+
+
+def running_pods(cluster: LocalCluster, namespace: str) -> int:
+    return sum(
+        1 for p in cluster.list("v1", "Pod", namespace) if (p.get("status") or {}).get("phase") == "Running"
+    )
+
+
 def events_for(cluster: LocalCluster, namespace: str, name: str) -> list[tuple[str, str]]:
     return [
         (e["reason"], e["message"])
@@ -260,21 +287,18 @@ def finish_pods(cluster: LocalCluster, namespace: str, jobset: str) -> None:
     """Every pod of the JobSet exits 0 now."""
     pods = cluster.list("v1", "Pod", namespace, labels={"jobset.sigs.k8s.io/jobset-name": jobset})
     for pod in pods:
-        wait_for(
-            lambda pod=pod: cluster.fail_pod(namespace, pod["metadata"]["name"], exit_code=0),
-            what=f"{pod['metadata']['name']} running",
-        )
+        name = pod["metadata"]["name"]
+        wait_for(lambda name=name: cluster.fail_pod(namespace, name, exit_code=0), what=f"{name} running")
 
 
 def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
     cluster, custom, upstream_samples, schema_validator
 ):
-    # The GKE multislice tutorial's queue objects (kueue.x-k8s.io/v1beta1), shrunk to two slices' worth of chips.
+    # The GKE multislice tutorial's queue objects (kueue.x-k8s.io/v1beta1), shrunk to two slices of chips.
     seed = [d for d in yaml.safe_load_all((upstream_samples / "seed-kueue-tpu-queue.yaml").read_text()) if d]
     for document in seed:
         cluster.apply(document)
-    kueue_controller = kueue(cluster)
-    cluster.call(lambda: kueue_controller.set_quota("cluster-queue", "vlp-24", 16))
+    cluster.set_quota("cluster-queue", "vlp-24", 16)
 
     names = ["first", "second", "third"]
     for name in names:
@@ -283,43 +307,26 @@ def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
         )
     jobsets = {n: custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", n) for n in names}
 
-    third = wait_for(
-        lambda: (
-            cond(workload_of(custom, "default", jobsets["third"]), "QuotaReserved").get("reason") == "Pending"
-            and workload_of(custom, "default", jobsets["third"])
-        ),
-        what="third pending",
+    third = workload_when(
+        custom, "default", jobsets["third"], "QuotaReserved", status="False", reason="Pending"
     )
-    assert cond(third, "QuotaReserved") == {
-        **cond(third, "QuotaReserved"),
-        "status": "False",
-        "message": "couldn't assign flavors to pod set worker: insufficient unused quota for google.com/tpu in flavor vlp-24, 8 more needed",
-    }
-    assert (
-        custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "third")["spec"]["suspend"] is True
+    assert cond(third, "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set worker: "
+        "insufficient unused quota for google.com/tpu in flavor vlp-24, 8 more needed"
     )
+    assert jobset_when(custom, "default", "third", suspended=True)
+    first = workload_when(custom, "default", jobsets["first"], "Admitted")
+    workload_when(custom, "default", jobsets["second"], "Admitted")
 
-    first = wait_for(
-        lambda: (
-            cond(workload_of(custom, "default", jobsets["first"]), "Admitted").get("status") == "True"
-            and workload_of(custom, "default", jobsets["first"])
-        )
-    )
-    second = wait_for(
-        lambda: (
-            cond(workload_of(custom, "default", jobsets["second"]), "Admitted").get("status") == "True"
-            and workload_of(custom, "default", jobsets["second"])
-        )
-    )
-    assert first["metadata"]["name"] == workload_name(
-        "JobSet", "jobset.x-k8s.io", "first", jobsets["first"]["metadata"]["uid"]
-    )
+    uid = jobsets["first"]["metadata"]["uid"]
+    assert first["metadata"]["name"] == workload_name("JobSet", "jobset.x-k8s.io", "first", uid)
+    assert first["metadata"]["labels"] == {JOB_UID_LABEL: uid}
     assert first["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "jobset.x-k8s.io/v1alpha2",
             "kind": "JobSet",
             "name": "first",
-            "uid": jobsets["first"]["metadata"]["uid"],
+            "uid": uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }
@@ -336,64 +343,37 @@ def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
             }
         ],
     }
-    assert (
-        cond(first, "QuotaReserved")["reason"] == "QuotaReserved"
-        and cond(first, "Admitted")["reason"] == "Admitted"
+    assert (cond(first, "QuotaReserved")["reason"], cond(first, "Admitted")["reason"]) == (
+        "QuotaReserved",
+        "Admitted",
     )
     assert schema_validator.errors(first) == []
 
-    started = wait_for(
-        lambda: (
-            (js := custom.get_namespaced_custom_object(*JOBSET, "default", "jobsets", "first"))["spec"][
-                "suspend"
-            ]
-            is False
-            and js
-        )
-    )
+    started = jobset_when(custom, "default", "first", suspended=False)
     assert json.loads(started["metadata"]["annotations"][INJECTED_NODE_SELECTOR]) == V5E
     assert started["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] == V5E
     assert ("Started", "Admitted by clusterQueue cluster-queue") in events_for(cluster, "default", "first")
     reasons = [r for r, _ in events_for(cluster, "default", first["metadata"]["name"])]
     assert "QuotaReserved" in reasons and "Admitted" in reasons
 
-    status = wait_for(
-        lambda: (
-            (cq := cluster.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cluster-queue", None))[
-                "status"
-            ].get("pendingWorkloads")
-            == 1
-            and cq["status"]
-        )
-    )
+    def cluster_queue_status() -> dict[str, Any] | None:
+        status = cluster.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cluster-queue", None)["status"]
+        return status if status.get("pendingWorkloads") == 1 else None
+
+    status = wait_for(cluster_queue_status, what="ClusterQueue status")
     assert (status["reservingWorkloads"], status["admittedWorkloads"]) == (2, 2)
     assert status["flavorsReservation"] == [
         {"name": "vlp-24", "resources": [{"name": "google.com/tpu", "total": "16", "borrowed": "0"}]}
     ]
-    local = cluster.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "multislice-queue", "default")["status"]
-    assert (
-        local["pendingWorkloads"],
-        local["admittedWorkloads"],
-        cond({"status": local}, "Active")["status"],
-    ) == (1, 2, "True")
+    local = cluster.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "multislice-queue", "default")
+    assert (local["status"]["pendingWorkloads"], local["status"]["admittedWorkloads"]) == (1, 2)
+    assert cond(local, "Active")["status"] == "True"
 
-    # When the first finishes its quota goes to the third.
+    # When the first finishes, its quota goes to the third.
     finish_pods(cluster, "default", "first")
-    done = wait_for(
-        lambda: (
-            cond(workload_of(custom, "default", jobsets["first"]), "Finished").get("status") == "True"
-            and workload_of(custom, "default", jobsets["first"])
-        ),
-        timeout=15,
-    )
+    done = workload_when(custom, "default", jobsets["first"], "Finished")
     assert cond(done, "Finished")["reason"] == "Succeeded"
-    third = wait_for(
-        lambda: (
-            cond(workload_of(custom, "default", jobsets["third"]), "Admitted").get("status") == "True"
-            and workload_of(custom, "default", jobsets["third"])
-        )
-    )
-    assert cond(third, "QuotaReserved")["reason"] == "QuotaReserved"
+    workload_when(custom, "default", jobsets["third"], "QuotaReserved", reason="QuotaReserved")
     for name in names:
         custom.delete_namespaced_custom_object(*JOBSET, "default", "jobsets", name)
     wait_for(
@@ -404,26 +384,16 @@ def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
 
 def test_a_missing_local_queue_leaves_the_jobset_waiting_not_failing(cluster, custom):
     jobset = custom.create_namespaced_custom_object(*JOBSET, "lq", "jobsets", tpu_jobset("orphan", "nope"))
-    workload = wait_for(
-        lambda: cond(workload_of(custom, "lq", jobset), "QuotaReserved") and workload_of(custom, "lq", jobset)
-    )
-    assert {k: cond(workload, "QuotaReserved")[k] for k in ("status", "reason", "message")} == {
-        "status": "False",
-        "reason": "Inadmissible",
-        "message": "LocalQueue nope doesn't exist",
-    }
-    assert ("Inadmissible", "LocalQueue nope doesn't exist") in events_for(
-        cluster, "lq", workload["metadata"]["name"]
-    )
-    assert custom.get_namespaced_custom_object(*JOBSET, "lq", "jobsets", "orphan")["spec"]["suspend"] is True
+    message = "LocalQueue nope doesn't exist"
+    workload = workload_when(custom, "lq", jobset, "QuotaReserved", status="False", reason="Inadmissible")
+    assert cond(workload, "QuotaReserved")["message"] == message
+    assert ("Inadmissible", message) in events_for(cluster, "lq", workload["metadata"]["name"])
+    assert jobset_when(custom, "lq", "orphan", suspended=True)
 
     objects = queue_objects("lq-cq", "lq", 8)
     objects[1][1]["metadata"]["name"] = "nope"
     create_queues(custom, objects)
-    wait_for(
-        lambda: cond(workload_of(custom, "lq", jobset), "Admitted").get("status") == "True",
-        what="admitted once the LocalQueue exists",
-    )
+    workload_when(custom, "lq", jobset, "Admitted")
     custom.delete_namespaced_custom_object(*JOBSET, "lq", "jobsets", "orphan")
 
 
@@ -432,24 +402,11 @@ def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, cus
     jobset = custom.create_namespaced_custom_object(
         *JOBSET, "evict", "jobsets", tpu_jobset("victim", "evict-cq")
     )
-    wait_for(
-        lambda: (
-            len(
-                [
-                    p
-                    for p in cluster.list("v1", "Pod", "evict")
-                    if (p.get("status") or {}).get("phase") == "Running"
-                ]
-            )
-            == 2
-        ),
-        what="pods running",
-    )
-    controller = kueue(cluster)
-    name = cluster.call(lambda: controller.workload_name_for("evict", "victim"))
+    wait_for(lambda: running_pods(cluster, "evict") == 2, what="pods running")
+    name = cluster.workload_for("evict", "victim")
     assert name == workload_of(custom, "evict", jobset)["metadata"]["name"]
 
-    cluster.call(lambda: controller.evict("evict", name, requeue_after=150))
+    cluster.evict_workload("evict", name, requeue_after=150)
     evicted = custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name)
     assert (cond(evicted, "Evicted")["status"], cond(evicted, "Evicted")["reason"]) == ("True", "Preempted")
     assert (cond(evicted, "Preempted")["status"], cond(evicted, "Preempted")["reason"]) == (
@@ -458,22 +415,9 @@ def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, cus
     )
     assert cond(evicted, "Evicted")["message"].startswith("Preempted to accommodate a workload")
 
-    released = wait_for(
-        lambda: (
-            cond(
-                w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Requeued"
-            ).get("status")
-            == "True"
-            and w
-        ),
-        what="quota released",
-    )
-    assert (
-        custom.get_namespaced_custom_object(*JOBSET, "evict", "jobsets", "victim")["spec"]["suspend"] is True
-    )
-    assert not [
-        p for p in cluster.list("v1", "Pod", "evict") if (p.get("status") or {}).get("phase") == "Running"
-    ]
+    released = workload_when(custom, "evict", jobset, "Requeued", reason="Preempted")
+    assert jobset_when(custom, "evict", "victim", suspended=True)
+    assert running_pods(cluster, "evict") == 0
     assert "admission" not in released["status"]
     assert (cond(released, "QuotaReserved")["status"], cond(released, "QuotaReserved")["reason"]) == (
         "False",
@@ -486,37 +430,15 @@ def test_eviction_suspends_the_jobset_then_requeues_and_readmits_it(cluster, cus
     assert ("Stopped", cond(evicted, "Evicted")["message"]) in events_for(cluster, "evict", "victim")
     assert "EvictedDueToPreempted" in [r for r, _ in events_for(cluster, "evict", name)]
 
-    readmitted = wait_for(
-        lambda: (
-            cond(
-                w := custom.get_namespaced_custom_object(*KUEUE, "evict", "workloads", name), "Admitted"
-            ).get("status")
-            == "True"
-            and w
-        ),
-        what="readmitted",
-    )
-    assert cond(readmitted, "Evicted")["status"] == "False" and cond(readmitted, "Evicted")[
-        "message"
-    ].startswith("Previously: Preempted")
-    wait_for(
-        lambda: (
-            len(
-                [
-                    p
-                    for p in cluster.list("v1", "Pod", "evict")
-                    if (p.get("status") or {}).get("phase") == "Running"
-                ]
-            )
-            == 2
-        ),
-        what="pods running again",
-    )
+    readmitted = workload_when(custom, "evict", jobset, "Admitted")
+    assert cond(readmitted, "Evicted")["status"] == "False"
+    assert cond(readmitted, "Evicted")["message"].startswith("Previously: Preempted")
+    wait_for(lambda: running_pods(cluster, "evict") == 2, what="pods running again")
     with pytest.raises(ValueError, match="valid: Preempted, NodeFailures"):
-        cluster.call(lambda: controller.evict("evict", name, reason="Bored"))
+        cluster.evict_workload("evict", name, reason="Bored")
     custom.delete_namespaced_custom_object(*JOBSET, "evict", "jobsets", "victim")
     with pytest.raises(ValueError, match="no such Workload"):
-        cluster.call(lambda: controller.evict("evict", "jobset-gone-00000"))
+        cluster.evict_workload("evict", "jobset-gone-00000")
 
 
 def test_a_full_queue_keeps_jobs_pending_until_quota_grows(cluster, custom):
@@ -524,24 +446,15 @@ def test_a_full_queue_keeps_jobs_pending_until_quota_grows(cluster, custom):
     jobset = custom.create_namespaced_custom_object(
         *JOBSET, "quota", "jobsets", tpu_jobset("waiting", "quota-cq")
     )
-    workload = wait_for(
-        lambda: (
-            cond(workload_of(custom, "quota", jobset), "QuotaReserved").get("reason") == "Pending"
-            and workload_of(custom, "quota", jobset)
-        )
-    )
+    workload = workload_when(custom, "quota", jobset, "QuotaReserved", status="False", reason="Pending")
     assert cond(workload, "QuotaReserved")["message"] == (
         "couldn't assign flavors to pod set worker: insufficient quota for google.com/tpu in flavor vlp-24, "
         "previously considered podsets requests (0) + current podset request (8) > maximum capacity (0)"
     )
-    controller = kueue(cluster)
     with pytest.raises(ValueError, match="flavors: vlp-24"):
-        cluster.call(lambda: controller.set_quota("quota-cq", "v6e", 8))
-    cluster.call(lambda: controller.set_quota("quota-cq", "vlp-24", 8))
-    wait_for(
-        lambda: cond(workload_of(custom, "quota", jobset), "Admitted").get("status") == "True",
-        what="admitted after set_quota",
-    )
+        cluster.set_quota("quota-cq", "v6e", 8)
+    cluster.set_quota("quota-cq", "vlp-24", 8)
+    workload_when(custom, "quota", jobset, "Admitted")
     custom.delete_namespaced_custom_object(*JOBSET, "quota", "jobsets", "waiting")
 
 
@@ -549,24 +462,18 @@ def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_adm
     cluster, custom, api, schema_validator
 ):
     create_queues(custom, queue_objects("jobs-cq", "jobs", 8))
-    custom.create_cluster_custom_object(
-        *KUEUE,
-        "workloadpriorityclasses",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": "urgent"},
-            "value": 1000,
-        },
-    )
+    urgent = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "urgent"},
+    }
+    custom.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {**urgent, "value": 1000})
     batch = client.BatchV1Api(api)
     pod_spec = tpu_jobset("x", None)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod_spec["nodeSelector"] = {ACCELERATOR: "tpu-v5-lite-podslice"}
+    labels = {"kueue.x-k8s.io/queue-name": "jobs-cq", "kueue.x-k8s.io/priority-class": "urgent"}
     body = {
-        "metadata": {
-            "name": "solo",
-            "labels": {"kueue.x-k8s.io/queue-name": "jobs-cq", "kueue.x-k8s.io/priority-class": "urgent"},
-        },
+        "metadata": {"name": "solo", "labels": labels},
         "spec": {
             "parallelism": 2,
             "completions": 2,
@@ -575,17 +482,9 @@ def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_adm
     }
     job = batch.create_namespaced_job("jobs", body)
     assert job.spec.suspend is True
-    workload = wait_for(
-        lambda: (
-            cond(w := workload_of(custom, "jobs", api.sanitize_for_serialization(job)), "Admitted").get(
-                "status"
-            )
-            == "True"
-            and w
-        )
-    )
+    workload = workload_when(custom, "jobs", api.sanitize_for_serialization(job), "Admitted")
     assert workload["metadata"]["name"] == workload_name("Job", "batch", "solo", job.metadata.uid)
-    assert workload["spec"]["podSets"][0]["name"] == "main" and workload["spec"]["podSets"][0]["count"] == 2
+    assert (workload["spec"]["podSets"][0]["name"], workload["spec"]["podSets"][0]["count"]) == ("main", 2)
     assert workload["spec"]["priority"] == 1000
     assert workload["spec"]["priorityClassRef"] == {
         "group": "kueue.x-k8s.io",

@@ -24,7 +24,8 @@ from pathways_airflow.testing.controllers.lws import (
 
 T = TypeVar("T")
 LWS = ("leaderworkerset.x-k8s.io", "v1")
-NAME = "leaderworkerset.sigs.k8s.io/name"
+PREFIX = "leaderworkerset.sigs.k8s.io"
+NAME = f"{PREFIX}/name"
 NODEPOOL = "cloud.google.com/gke-nodepool"
 
 
@@ -253,18 +254,10 @@ def test_groups_are_created_become_available_restart_whole_and_go_with_their_lws
     assert sorted(pods) == ["srv-0", "srv-0-1", "srv-0-2", "srv-1", "srv-1-1", "srv-1-2"]
     assert all(p.status.phase == "Running" for p in pods.values())
     worker = pods["srv-1-2"]
-    assert (
-        worker.metadata.labels[NAME] == "srv"
-        and worker.metadata.labels["leaderworkerset.sigs.k8s.io/group-index"] == "1"
-    )
-    assert (
-        worker.metadata.labels["leaderworkerset.sigs.k8s.io/group-key"]
-        == pods["srv-1"].metadata.labels["leaderworkerset.sigs.k8s.io/group-key"]
-    )
-    assert (
-        pods["srv-1"].metadata.labels["role"] == "leader"
-        and pods["srv-1"].metadata.annotations["leaderworkerset.sigs.k8s.io/size"] == "3"
-    )
+    leader = pods["srv-1"]
+    assert (worker.metadata.labels[NAME], worker.metadata.labels[f"{PREFIX}/group-index"]) == ("srv", "1")
+    assert worker.metadata.labels[f"{PREFIX}/group-key"] == leader.metadata.labels[f"{PREFIX}/group-key"]
+    assert (leader.metadata.labels["role"], leader.metadata.annotations[f"{PREFIX}/size"]) == ("leader", "3")
     assert {e.name: e.value for e in worker.spec.containers[0].env} == {
         "LWS_LEADER_ADDRESS": "srv-1.srv.groups",
         "LWS_GROUP_SIZE": "3",
@@ -273,11 +266,8 @@ def test_groups_are_created_become_available_restart_whole_and_go_with_their_lws
     }
     assert (worker.spec.hostname, worker.spec.subdomain) == ("srv-1-2", "srv")
     service = core.read_namespaced_service("srv", "groups")
-    assert (
-        service.spec.cluster_ip == "None"
-        and service.spec.selector == {NAME: "srv"}
-        and service.spec.publish_not_ready_addresses
-    )
+    assert (service.spec.cluster_ip, service.spec.selector) == ("None", {NAME: "srv"})
+    assert service.spec.publish_not_ready_addresses is True
 
     # A worker's program fails: its whole group is recreated, the other group is left alone.
     before = {name: pod.metadata.uid for name, pod in pods.items()}

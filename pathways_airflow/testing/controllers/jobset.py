@@ -10,6 +10,7 @@ without counting. A restart recreates every child Job under the next ``restart-a
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, Iterable
 
@@ -297,11 +298,20 @@ class JobSetController(Controller):
         self.event(jobset, "SuccessfulCreate", f"Created job: {job_name}")
 
     def _sync_pod_template(self, jobset: dict[str, Any], job: dict[str, Any]) -> None:
-        """Carry node selectors Kueue injected into the JobSet's templates on admission."""
+        """Carry node selectors Kueue injected into the JobSet's templates on admission.
+
+        On resume JobSet copies its replicated job's pod template ``nodeSelector`` into the child
+        Job, so each replicated job gets the flavor of its own pod set (a CPU head gets none).
+        """
+        name = (job.get("metadata", {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
+        replicated = next((r for r in jobset["spec"].get("replicatedJobs") or () if r["name"] == name), None)
+        if replicated is not None:
+            source = ((replicated.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+            target = job["spec"].setdefault("template", {}).setdefault("spec", {})
+            if source.get("nodeSelector"):
+                target["nodeSelector"] = {**(target.get("nodeSelector") or {}), **source["nodeSelector"]}
         injected = (jobset["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/injected-node-selector")
         if injected:
-            import json
-
             pod_spec = job["spec"].setdefault("template", {}).setdefault("spec", {})
             pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **json.loads(injected)}
 

@@ -933,7 +933,15 @@ class KueueController(Controller):
                     by_owner[meta["uid"]] = created
                 continue
             by_owner[meta["uid"]] = self._sync_job(job, workload)
-        return [w for w in self.store.list(self.workloads) if not w["metadata"].get("deletionTimestamp")]
+        live = [w for w in self.store.list(self.workloads) if not w["metadata"].get("deletionTimestamp")]
+        self._forget({j["metadata"]["uid"] for j in jobs} | {w["metadata"]["uid"] for w in live})
+        return live
+
+    def _forget(self, known: set[str]) -> None:
+        """Drop what was remembered about jobs and Workloads that are gone."""
+        for memory in (self._arrival, self._requeue_delay, self._requeue_at, self._reported):
+            for uid in [u for u in memory if u not in known]:
+                del memory[uid]
 
     def _create_workload(self, job: dict[str, Any]) -> dict[str, Any] | None:
         if job_finished(job) is not None:

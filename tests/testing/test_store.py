@@ -1,0 +1,125 @@
+"""The object store: resourceVersions, optimistic concurrency, finalizers, cascading deletion."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathways_airflow.testing.clock import VirtualClock
+from pathways_airflow.testing.errors import ApiError
+from pathways_airflow.testing.kinds import KindRegistry
+from pathways_airflow.testing.store import Store, copy_of
+
+
+@pytest.fixture
+def store():
+    kinds = KindRegistry()
+    store = Store(kinds, VirtualClock(), history=10)
+    store.create(kinds.lookup("", "v1", "namespaces"), {"metadata": {"name": "default"}})
+    return store
+
+
+def kind(store, group, version, plural):
+    return store.kinds.lookup(group, version, plural)
+
+
+def test_resource_versions_grow_across_kinds_and_events_replay(store):
+    cms, secrets = kind(store, "", "v1", "configmaps"), kind(store, "", "v1", "secrets")
+    start = store.resource_version
+    a = store.create(cms, {"metadata": {"name": "a"}})
+    b = store.create(secrets, {"metadata": {"name": "b"}})
+    assert int(a["metadata"]["resourceVersion"]) < int(b["metadata"]["resourceVersion"])
+    assert [e.name for e in store.events_since(cms, start)] == ["a"]
+
+
+def test_stale_replace_conflicts_and_noop_writes_change_nothing(store):
+    cms = kind(store, "", "v1", "configmaps")
+    created = store.create(cms, {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    fresh = copy_of(created)
+    fresh["data"] = {"k": "2"}
+    updated = store.replace(cms, fresh)
+    with pytest.raises(ApiError) as stale:
+        store.replace(cms, {**copy_of(created), "data": {"k": "3"}})
+    assert stale.value.code == 409 and stale.value.reason == "Conflict"
+    assert store.replace(cms, copy_of(updated)) is updated  # no-op: same object, same resourceVersion
+
+
+def test_history_is_bounded_and_compaction_answers_410(store):
+    cms = kind(store, "", "v1", "configmaps")
+    start = store.resource_version
+    for i in range(15):
+        store.create(cms, {"metadata": {"name": f"c{i}"}})
+    with pytest.raises(ApiError) as gone:
+        store.events_since(cms, start)
+    assert gone.value.code == 410 and gone.value.reason == "Expired"
+    recent = store.resource_version
+    store.create(cms, {"metadata": {"name": "late"}})
+    assert [e.name for e in store.events_since(cms, recent)] == ["late"]
+    store.compact()
+    with pytest.raises(ApiError):
+        store.events_since(cms, recent)
+
+
+def test_status_changes_only_through_the_status_subresource(store):
+    jobs = kind(store, "batch", "v1", "jobs")
+    created = store.create(jobs, {"metadata": {"name": "j"}, "spec": {"template": {}}, "status": {"active": 9}})
+    assert "status" not in created or created["status"] == {}
+    spec_write = store.replace(jobs, {**copy_of(created), "status": {"active": 5}, "spec": {"template": {}, "parallelism": 2}})
+    assert spec_write.get("status") in (None, {}) and spec_write["metadata"]["generation"] == 2
+    status_write = store.replace(jobs, {**copy_of(spec_write), "status": {"active": 5}, "spec": {"parallelism": 99}}, subresource="status")
+    assert status_write["status"] == {"active": 5} and status_write["spec"]["parallelism"] == 2
+
+
+def test_finalizers_hold_an_object_until_they_are_removed(store):
+    cms = kind(store, "", "v1", "configmaps")
+    store.create(cms, {"metadata": {"name": "held", "finalizers": ["example.com/keep"]}})
+    pending = store.delete(cms, "default", "held")
+    assert pending["metadata"]["deletionTimestamp"] and store.find(cms, "default", "held") is not None
+    released = copy_of(pending)
+    released["metadata"]["finalizers"] = []
+    store.replace(cms, released)
+    assert store.find(cms, "default", "held") is None
+
+
+def owned(owner):
+    return {"ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]}
+
+
+def test_background_foreground_and_orphan_propagation(store):
+    jobs, pods = kind(store, "batch", "v1", "jobs"), kind(store, "", "v1", "pods")
+    for policy in ("Background", "Foreground", "Orphan"):
+        job = store.create(jobs, {"metadata": {"name": f"job-{policy.lower()}"}, "spec": {"template": {}}})
+        store.create(pods, {"metadata": {"name": f"pod-{policy.lower()}", **owned(job)}, "spec": {"containers": []}})
+        store.delete(jobs, "default", job["metadata"]["name"], propagation=policy)
+        pod = store.find(pods, "default", f"pod-{policy.lower()}")
+        assert store.find(jobs, "default", job["metadata"]["name"]) is None
+        if policy == "Orphan":
+            assert pod is not None and pod["metadata"]["ownerReferences"] == []
+        else:
+            assert pod is None
+    job = store.create(jobs, {"metadata": {"name": "job-default"}, "spec": {"template": {}}})
+    store.create(pods, {"metadata": {"name": "pod-default", **owned(job)}, "spec": {"containers": []}})
+    store.delete(jobs, "default", "job-default")
+    assert store.find(pods, "default", "pod-default") is not None, "batch/v1 Jobs orphan their pods by default"
+
+
+def test_foreground_deletion_waits_for_a_dependent_held_by_a_finalizer(store):
+    jobs, pods = kind(store, "batch", "v1", "jobs"), kind(store, "", "v1", "pods")
+    job = store.create(jobs, {"metadata": {"name": "fg"}, "spec": {"template": {}}})
+    store.create(pods, {"metadata": {"name": "fg-pod", "finalizers": ["example.com/drain"], **owned(job)}, "spec": {"containers": []}})
+    store.delete(jobs, "default", "fg", propagation="Foreground")
+    waiting = store.find(jobs, "default", "fg")
+    assert waiting is not None and "foregroundDeletion" in waiting["metadata"]["finalizers"]
+    pod = store.find(pods, "default", "fg-pod")
+    released = copy_of(pod)
+    released["metadata"]["finalizers"] = []
+    store.replace(pods, released)
+    assert store.find(pods, "default", "fg-pod") is None and store.find(jobs, "default", "fg") is None
+
+
+def test_creating_in_a_missing_namespace_is_404_and_names_can_be_generated(store):
+    cms = kind(store, "", "v1", "configmaps")
+    with pytest.raises(ApiError) as missing:
+        store.create(cms, {"metadata": {"name": "x", "namespace": "nope"}})
+    assert missing.value.code == 404 and 'namespaces "nope" not found' in missing.value.message
+    generated = store.create(cms, {"metadata": {"generateName": "gen-"}})
+    assert generated["metadata"]["name"].startswith("gen-") and len(generated["metadata"]["name"]) == 9

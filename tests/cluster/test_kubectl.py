@@ -143,3 +143,23 @@ def test_schema_violations_are_refused_by_the_server(v4_cluster):
     typo = {**bad, "metadata": {"name": "typo"}, "spec": {**bad["spec"], "workers": [{"type": "ct4p-hightpu-4t", "topology": "2x2x2", "numSlices": 1}], "maxRestart": 3}}
     out = kubectl(v4_cluster, "apply", "-f", "-", input=yaml.safe_dump(typo), check=False)
     assert "strict decoding error" in out and 'unknown field "spec.maxRestart"' in out
+
+
+def test_get_watch_on_pathwaysjobs_shows_their_status_columns(v4_cluster, upstream_samples):
+    watcher = subprocess.Popen(
+        ["kubectl", "--kubeconfig", v4_cluster.kubeconfig, "get", "pathwaysjobs", "-w", "--output-watch-events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(0.5)
+        kubectl(v4_cluster, "apply", "-f", "-", input=sample(upstream_samples, "elastic_training_example_pathwaysjob.yaml"))
+        wait_for(lambda: "Running" in kubectl(v4_cluster, "get", "pathwaysjob", "pathways-elastic", "-o", "jsonpath={.status.conditions[*].type}"))
+        kubectl(v4_cluster, "delete", "pathwaysjob", "pathways-elastic")
+        time.sleep(0.5)
+    finally:
+        watcher.terminate()
+    seen = watcher.communicate(timeout=10)[0]
+    header = seen.splitlines()[0].split()
+    assert header[:3] == ["EVENT", "NAME", "TERMINALSTATE"]
+    events = [line.split()[0] for line in seen.splitlines()[1:] if "pathways-elastic" in line]
+    assert events[0] == "ADDED" and "MODIFIED" in events and events[-1] == "DELETED"

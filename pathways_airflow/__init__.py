@@ -31,11 +31,29 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["pathways_airflow.operators.workload"],
+                "python-modules": ["pathways_airflow.operators.delete", "pathways_airflow.operators.workload"],
             }
         ],
-        "sensors": [],
-        "hooks": [],
-        "triggers": [],
-        "extra-links": [],
+        "sensors": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "pathways_airflow.sensors.checkpoint",
+                    "pathways_airflow.sensors.slices",
+                    "pathways_airflow.sensors.workload",
+                ],
+            }
+        ],
+        "hooks": [{"integration-name": _INTEGRATION, "python-modules": ["pathways_airflow.hooks.pathways"]}],
+        "triggers": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "pathways_airflow.triggers.checkpoint",
+                    "pathways_airflow.triggers.slices",
+                    "pathways_airflow.triggers.workload",
+                ],
+            }
+        ],
+        "extra-links": ["pathways_airflow.links.GkeWorkloadLink", "pathways_airflow.links.CloudLoggingLink"],
     }

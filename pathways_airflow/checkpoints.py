@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Collection, Iterable
 
 COMMIT_MARKER = "commit_success.txt"
 METADATA_FILE = "_CHECKPOINT_METADATA"
@@ -93,3 +93,111 @@ def step_dir_of(load_path: str) -> str:
 
 def commit_marker_uri(step_dir: str) -> str:
     return join(step_dir, COMMIT_MARKER)
+
+
+# --- choosing the step to report --------------------------------------------------------------
+
+
+def within_bounds(step: int, *, newer_than: int | None = None, min_step: int | None = None) -> bool:
+    """``step > newer_than`` and ``step >= min_step``, each only when given.
+
+    ``newer_than`` is what a pipeline already has (wait for a *newer* checkpoint than the one it
+    converted last); ``min_step`` is what it needs (wait until training got at least this far).
+    """
+    return (newer_than is None or step > newer_than) and (min_step is None or step >= min_step)
+
+
+def step_entries_newest_first(
+    entries: Iterable[str], *, newer_than: int | None = None, min_step: int | None = None
+) -> list[tuple[int, str]]:
+    """``(step, entry name)`` for each entry naming a step within the bounds, newest first.
+
+    Entries are directory names or GCS prefixes (``"100"``, ``"runs/x/checkpoints/100/"``); the
+    name is kept as written, so a zero-padded ``"000100"`` is looked up as itself. Temporaries
+    (``100.orbax-checkpoint-tmp-…``) and anything else that is not an integer are ignored.
+    """
+    found: dict[tuple[int, str], None] = {}
+    for entry in entries:
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        step = step_of(name)
+        if step is not None and within_bounds(step, newer_than=newer_than, min_step=min_step):
+            found[(step, name)] = None
+    return sorted(found, reverse=True)
+
+
+def newest_committed(
+    checkpoint_dir: str,
+    entries: Iterable[str],
+    *,
+    is_committed: Callable[[str], bool],
+    newer_than: int | None = None,
+    min_step: int | None = None,
+) -> Checkpoint | None:
+    """The newest step within the bounds that ``is_committed`` accepts, asking newest first.
+
+    ``is_committed`` gets an entry name (``"100"``) and is asked about as few steps as possible:
+    on GCS each question is one read of a marker object, so the cost of finding the newest
+    committed step does not depend on how many files a step holds or how many older steps
+    exist. Use :func:`committed_on_gcs` or :func:`committed_locally` for the rule itself.
+    """
+    for step, name in step_entries_newest_first(entries, newer_than=newer_than, min_step=min_step):
+        if is_committed(name):
+            return Checkpoint(step, join(checkpoint_dir, name))
+    return None
+
+
+def committed_locally(name: str) -> bool:
+    """Off GCS a directory named as an integer is committed: Orbax renames it into place last."""
+    return step_of(name) is not None and not is_temporary(name)
+
+
+def marker_name(name: str) -> str:
+    """The commit marker of step entry ``name``, relative to the checkpoint directory."""
+    return f"{name.strip('/')}/{COMMIT_MARKER}"
+
+
+def committed_on_gcs(name: str, marker_names: Collection[str]) -> bool:
+    """On GCS a step is committed iff ``<step>/commit_success.txt`` exists.
+
+    ``marker_names`` are the object names seen, relative to the checkpoint directory.
+    ``_CHECKPOINT_METADATA`` and array files prove nothing: they are written before the marker.
+    """
+    return marker_name(name) in marker_names
+
+
+def committed_steps_in_listing(checkpoint_dir: str, names: Iterable[str]) -> list[int]:
+    """Every committed step, newest first, from a full listing of ``checkpoint_dir``.
+
+    ``names`` are object names under the directory on ``gs://`` (a recursive listing, full or
+    relative to the directory), or the directory's entries elsewhere. A whole listing costs a
+    request per thousand files; :func:`newest_committed` reads one marker per step it asks about.
+    """
+    listed = list(names)
+    if is_gcs(checkpoint_dir):
+        prefix = gcs_object_prefix(checkpoint_dir)
+        relative = {n.removeprefix(prefix) for n in listed}
+        steps = {
+            step
+            for step, name in step_entries_newest_first(n.split("/", 1)[0] for n in relative if "/" in n)
+            if committed_on_gcs(name, relative)
+        }
+    else:
+        steps = {s for s, name in step_entries_newest_first(listed) if committed_locally(name)}
+    return sorted(steps, reverse=True)
+
+
+def split_gcs_uri(uri: str) -> tuple[str, str]:
+    """``gs://bucket/a/b`` → ``("bucket", "a/b")``; a ``ValueError`` naming the URI otherwise."""
+    if not is_gcs(uri):
+        raise ValueError(f"{uri!r}: not a gs:// URI (expected gs://BUCKET/PATH)")
+    bucket, _, name = uri[len("gs://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"{uri!r}: no bucket (expected gs://BUCKET/PATH)")
+    return bucket, name
+
+
+def gcs_object_prefix(directory: str) -> str:
+    """The object-name prefix that lists a ``gs://`` directory's contents (``"a/b/"``; ``""`` at the root)."""
+    _, name = split_gcs_uri(directory)
+    name = name.strip("/")
+    return f"{name}/" if name else ""

@@ -1,5 +1,6 @@
 """Operators: submit Pathways workloads and act on their results."""
 
+from pathways_airflow.operators.delete import DeletePathwaysJobOperator
 from pathways_airflow.operators.workload import PathwaysJobOperator
 
-__all__ = ["PathwaysJobOperator"]
+__all__ = ["DeletePathwaysJobOperator", "PathwaysJobOperator"]

@@ -7,12 +7,28 @@ operator only gathers its (rendered) parameters and asks.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowTaskTimeout
 
+from pathways_airflow.exceptions import (
+    BadSpecError,
+    InfrastructureError,
+    KubernetesApiError,
+    UserCodeError,
+    WorkloadDeletedError,
+)
+from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
+from pathways_airflow.resources import workload_resource
+from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.status import failed_container
+from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import TaskIdentity, check_name_prefix, is_dns1123_label
@@ -22,7 +38,13 @@ from pathways_airflow.spec.workload import CustomComponent, Workload, build_work
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+if TYPE_CHECKING:
+    from pathways_airflow.hooks.pathways import PathwaysHook
+
 DRY_RUN_RUN_ID = "dry-run"
+STATE_KEY = "pathways_workload"
+"""Key of the task state store entry (and of the XCom) that names the task's workload."""
+LOG_TAIL_LINES = 30
 """The run id ``render_manifest()`` uses without a context, so a dry run never names a real run."""
 
 # Parameters that go straight into ``build_workload`` under the same name.
@@ -36,7 +58,7 @@ _WORKLOAD_FIELDS = (
     "command",
     "arguments",
     "env",
-    "resources",
+    "container_resources",
     "container_name",
     "image_pull_policy",
     "deployment_mode",
@@ -57,6 +79,10 @@ _WORKLOAD_FIELDS = (
     "labels",
     "annotations",
 )
+
+
+# Parameters named differently on the operator (BaseOperator already has ``resources``).
+_BUILD_ARGUMENT = {"container_resources": "resources"}
 
 
 def looks_templated(value: Any) -> bool:
@@ -95,8 +121,10 @@ class PathwaysJobOperator(BaseOperator):
         checkpoint in the result).
     :param name_prefix: human-readable start of the workload name (≤ 10 characters); by
         default it comes from the task id. The rest of the name is a hash of the task instance.
-    :param deferrable: wait in the triggerer instead of a worker slot.
-    :param delete_on_finish: delete the workload once it has finished.
+    :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
+        ``[operators] default_deferrable``).
+    :param delete_on_finish: delete the workload once it has finished, after its result and the
+        failing container's log lines have been read (default True: nothing is left behind).
     """
 
     template_fields: Sequence[str] = (
@@ -117,10 +145,11 @@ class PathwaysJobOperator(BaseOperator):
         "arguments": "py",
         "labels": "json",
         "annotations": "json",
-        "resources": "json",
+        "container_resources": "json",
         "node_selector": "json",
     }
     ui_color = "#c5e1a5"
+    operator_extra_links = (GkeWorkloadLink(), CloudLoggingLink())
 
     def __init__(
         self,
@@ -134,7 +163,7 @@ class PathwaysJobOperator(BaseOperator):
         command: Sequence[str] | None = None,
         arguments: Sequence[str] | None = None,
         env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-        resources: Mapping[str, Mapping[str, Any]] | None = None,
+        container_resources: Mapping[str, Mapping[str, Any]] | None = None,
         container_name: str = "main",
         image_pull_policy: str | None = None,
         deployment_mode: str = "default",
@@ -166,7 +195,7 @@ class PathwaysJobOperator(BaseOperator):
         checkpoint_dir: str | None = None,
         name_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        delete_on_finish: bool = False,
+        delete_on_finish: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -179,7 +208,7 @@ class PathwaysJobOperator(BaseOperator):
         self.command = command
         self.arguments = arguments
         self.env = env
-        self.resources = resources
+        self.container_resources = container_resources
         self.container_name = container_name
         self.image_pull_policy = image_pull_policy
         self.deployment_mode = deployment_mode
@@ -212,6 +241,7 @@ class PathwaysJobOperator(BaseOperator):
         self.name_prefix = name_prefix
         self.deferrable = deferrable
         self.delete_on_finish = delete_on_finish
+        self._submitted: tuple[str, str] | None = None
         # Fail at DAG parse time for everything already known; templated values are checked
         # again once rendered, before anything is submitted.
         self.validate(only_known=True)
@@ -241,7 +271,7 @@ class PathwaysJobOperator(BaseOperator):
             raise InvalidWorkloadSpec(problems)
 
     def _workload_arguments(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _WORKLOAD_FIELDS}
+        return {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
 
     def workload(self) -> Workload:
         """The validated workload from the operator's current (rendered) parameters."""
@@ -272,6 +302,241 @@ class PathwaysJobOperator(BaseOperator):
             labels=identity.labels(attempt),
             annotations=identity.annotations(),
         )
+
+
+    # --- running: submit, wait, report ----------------------------------------------------------
+
+    @cached_property
+    def hook(self) -> PathwaysHook:
+        from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+
+        return PathwaysHook(
+            ClusterTarget(
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                project_id=self.project_id,
+                location=self.location,
+                cluster_name=self.cluster_name,
+                gcp_conn_id=self.gcp_conn_id,
+                impersonation_chain=self.impersonation_chain,
+                use_dns_endpoint=self.use_dns_endpoint,
+            )
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
+        identity = self.task_identity(context)
+        resource = workload_resource(self.backend)
+        store = context.get("task_state_store")
+        recorded = _store_get(store) or {}
+        if recorded.get("result"):
+            self.log.info("%s already succeeded in an earlier try; returning its result", recorded["result"]["name"])
+            return recorded["result"]
+
+        plan = plan_submission(self.hook.task_workloads(resource, self.namespace, identity.key), recorded.get("attempt"))
+        if plan.reason:
+            self.log.info("%s", plan.reason)
+        for stale in plan.delete:
+            self.hook.delete(resource, self.namespace, stale)
+        name = identity.workload_name(plan.attempt, self.name_prefix)
+        started = time.time()
+        if plan.reuse is None and plan.adopt is None:
+            adoption = self.hook.create_or_adopt(self.render_manifest(context, attempt=plan.attempt), identity.key)
+            verb = "submitted" if adoption.created else "adopted the existing"
+            self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))
+        self._submitted = (self.namespace, name)
+        record = {"name": name, "namespace": self.namespace, "backend": self.backend, "attempt": plan.attempt, "started": started}
+        _store_set(store, record)
+        context["ti"].xcom_push(key=STATE_KEY, value={**record, **self._link_fields()})
+        if plan.reuse is not None:
+            return self._complete(context, record, WorkloadState(Phase.SUCCEEDED, "succeeded in an earlier try"))
+        if self.deferrable:
+            self.defer(trigger=self._trigger(context, name), method_name="execute_complete", kwargs={"record": record})
+        return self._wait_here(context, record)
+
+    def _deadline(self, context: Context) -> float | None:
+        """When the task's execution_timeout runs out (wall clock), if it has one."""
+        if not self.execution_timeout:
+            return None
+        start = getattr(context["ti"], "start_date", None) or dt.datetime.now(dt.timezone.utc)
+        return (start + self.execution_timeout).timestamp()
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], record: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Back from the triggerer: act on the one event it sent."""
+        record = record or self._recorded(context, event)
+        self._submitted = (record["namespace"], record["name"])
+        status = event.get("status")
+        if status == "timeout":
+            raise AirflowTaskTimeout(
+                f"{record['name']} did not finish within execution_timeout ({self.execution_timeout}); "
+                f"it was {'deleted' if event.get('deleted') else 'already gone'}. Last state: "
+                f"{WorkloadState.from_dict(event['state']).summary()}"
+            )
+        if status != "finished":
+            raise KubernetesApiError(
+                f"lost track of {record['name']}: {event.get('message')}. The workload was left running; "
+                f"a retry of this task re-attaches to it. {self._kubectl_hint(record['name'])}"
+            )
+        return self._complete(context, record, WorkloadState.from_dict(event["state"]), event.get("failure"))
+
+    def _recorded(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The submission record when the resume did not carry it (the task state store, XCom)."""
+        record = _store_get(context.get("task_state_store"))
+        if record is None:
+            record = context["ti"].xcom_pull(task_ids=self.task_id, key=STATE_KEY) or {}
+        return {
+            "name": event.get("name") or record.get("name"),
+            "namespace": record.get("namespace", self.namespace),
+            "backend": record.get("backend", self.backend),
+            "attempt": record.get("attempt", 0),
+            "started": record.get("started", time.time()),
+        }
+
+    def _trigger(self, context: Context, name: str, last_state: dict[str, Any] | None = None) -> Any:
+        from pathways_airflow.triggers.workload import PathwaysJobTrigger
+
+        return PathwaysJobTrigger(
+            name=name,
+            namespace=self.namespace,
+            backend=self.backend,
+            target=self.hook.resolved_target().to_dict(),
+            deadline=self._deadline(context),
+            last_state=last_state,
+        )
+
+    def _wait_here(self, context: Context, record: dict[str, Any]) -> dict[str, Any]:
+        """Wait in the worker (not deferring) with the same trigger, run on a loop of our own.
+
+        The same watches, the same state core, the same log capture as in the triggerer; only
+        where it runs differs.
+        """
+        import asyncio
+
+        from pathways_airflow.hooks.pathways import AsyncPathwaysHook
+
+        async def first_event() -> dict[str, Any]:
+            events = self._trigger(context, record["name"]).run()
+            try:
+                event = await events.__anext__()
+                return dict(event.payload)
+            finally:
+                await events.aclose()
+                await AsyncPathwaysHook.close_all()
+
+        return self.execute_complete(context, asyncio.run(first_event()), record)
+
+    def _complete(
+        self, context: Context, record: dict[str, Any], state: WorkloadState, failure: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        name = record["name"]
+        observation = self.hook.observe(self.backend, name, self.namespace)
+        if state.phase is Phase.SUCCEEDED:
+            self._log_main_container_tail(observation)
+            result = self._result(record, state)
+            _store_set(context.get("task_state_store"), {**record, "result": result})
+            self._delete_finished(name)
+            return result
+        message = self._failure_message(observation, state, failure)
+        self.log.error("%s", message)
+        self._delete_finished(name)
+        raise _failure_exception(state, message)
+
+    def _result(self, record: dict[str, Any], state: WorkloadState) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "name": record["name"],
+            "namespace": record["namespace"],
+            "backend": record["backend"],
+            "state": state.phase.value,
+            "restarts": state.restarts,
+            "wall_time_seconds": round(time.time() - record["started"], 1),
+        }
+        if self.checkpoint_dir:
+            from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
+
+            checkpoint = newest_committed_checkpoint(self.checkpoint_dir)
+            result["checkpoint"] = checkpoint.as_xcom() if checkpoint else None
+        return result
+
+    def _log_main_container_tail(self, observation: Any) -> None:
+        from pathways_airflow.state.status import head_pod
+
+        pod = head_pod(observation)
+        container = self.container_name if self.image else None
+        if pod is None or container is None:
+            return
+        lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], container, LOG_TAIL_LINES)
+        if lines:
+            self.log.info("last lines of %s/%s:\n%s", pod["metadata"]["name"], container, "\n".join(lines))
+
+    def _failure_message(self, observation: Any, state: WorkloadState, failure: dict[str, Any] | None) -> str:
+        """The cause in one sentence, the exit code, the failing container's last lines, and where to look.
+
+        The trigger reads the failed container's log as soon as it fails (``failure``), since a
+        failed Job's pods are deleted soon after; waiting in the worker reads it here.
+        """
+        name = observation.name
+        found = failed_container(observation)
+        if failure is None and found is None and state.pod and state.container and state.exit_code is not None:
+            found = (state.pod, state.container, state.exit_code)
+        parts = [f"{observation.backend} {self.namespace}/{name} failed: {state.summary()}."]
+        if failure or found:
+            pod, container, exit_code = (failure["pod"], failure["container"], failure["exit_code"]) if failure else found
+            parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
+            lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES)
+            if lines:
+                parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
+        parts.append(self._kubectl_hint(name))
+        return "\n".join(parts)
+
+    def _kubectl_hint(self, name: str) -> str:
+        kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"
+        return (
+            f"Look further with: kubectl -n {self.namespace} describe {kind} {name}; "
+            f"kubectl -n {self.namespace} get pods -l jobset.sigs.k8s.io/jobset-name={name}"
+        )
+
+    def _link_fields(self) -> dict[str, Any]:
+        return {"project_id": self.project_id, "location": self.location, "cluster_name": self.cluster_name}
+
+    def _delete_finished(self, name: str) -> None:
+        if self.delete_on_finish:
+            self.hook.delete(workload_resource(self.backend), self.namespace, name)
+            self.log.info("deleted %s/%s (delete_on_finish)", self.namespace, name)
+        self._submitted = None
+
+    def on_kill(self) -> None:
+        """The task was killed (or timed out) while waiting here: delete what it submitted."""
+        if self._submitted is None:
+            return
+        namespace, name = self._submitted
+        self.log.info("deleting %s/%s: the task was stopped", namespace, name)
+        self.hook.delete(workload_resource(self.backend), namespace, name)
+        self._submitted = None
+
+
+def _store_get(store: Any) -> dict[str, Any] | None:
+    """The task's record in Airflow 3.3's task state store (absent on older versions)."""
+    if store is None:
+        return None
+    value = store.get(STATE_KEY)
+    return value if isinstance(value, dict) else None
+
+
+def _store_set(store: Any, record: dict[str, Any]) -> None:
+    if store is not None:
+        store.set(STATE_KEY, record)
+
+
+def _failure_exception(state: WorkloadState, message: str) -> Exception:
+    """A deterministic failure fails at once; an infrastructure one may be retried."""
+    if state.cause is FailureCause.USER_CODE:
+        return UserCodeError(message, exit_code=state.exit_code)
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
+        return BadSpecError(message)
+    if state.cause is FailureCause.DELETED:
+        return WorkloadDeletedError(message)
+    return InfrastructureError(message)
 
 
 def _placement_problems(

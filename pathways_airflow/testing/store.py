@@ -304,6 +304,7 @@ class Store:
             return result
         deleted = copy_of(current)
         deleted["metadata"]["resourceVersion"] = self._next_rv()
+        deleted["metadata"].setdefault("deletionTimestamp", self.clock.timestamp())
         self._remove(kind, (meta.get("namespace", ""), name), current, deleted)
         if propagation == "Orphan":
             self._orphan_dependents(meta["uid"])

@@ -94,6 +94,7 @@ def test_every_workload_parameter_is_templated():
     signature = inspect.signature(PathwaysJobOperator.__init__)
     for name in _WORKLOAD_FIELDS:
         assert name in signature.parameters, name
+    assert "resources" not in PathwaysJobOperator.template_fields  # BaseOperator's own field
     not_templated = {"spot", "enable_metrics_collection"}
     for name in set(_WORKLOAD_FIELDS) - not_templated:
         assert name in PathwaysJobOperator.template_fields, name

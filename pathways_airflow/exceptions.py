@@ -1,0 +1,42 @@
+"""Typed failures, so DAG authors can route them with Airflow's retry policies.
+
+Deterministic failures (a bug in the user's program, a spec the cluster refuses, an object that
+belongs to someone else) derive from ``AirflowFailException``: Airflow does not retry them.
+Infrastructure failures derive from ``AirflowException``: retrying them may help.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+
+class PathwaysError(AirflowException):
+    """Base of every pathways-airflow failure."""
+
+
+class UserCodeError(PathwaysError, AirflowFailException):
+    """The user's program exited non-zero with no sign of an infrastructure disruption."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class BadSpecError(PathwaysError, AirflowFailException):
+    """The cluster refused the workload as specified (schema, topology, missing queue)."""
+
+
+class ForeignWorkloadError(PathwaysError, AirflowFailException):
+    """An object with our workload's name exists and was not created for this task."""
+
+
+class WorkloadDeletedError(PathwaysError):
+    """The workload disappeared while the task waited on it."""
+
+
+class InfrastructureError(PathwaysError):
+    """The cluster or the platform ended the workload (disruption, unknown infrastructure failure)."""
+
+
+class KubernetesApiError(PathwaysError):
+    """The Kubernetes API kept failing after retries."""

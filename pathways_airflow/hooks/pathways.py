@@ -1,0 +1,584 @@
+"""``PathwaysHook`` and ``AsyncPathwaysHook``: the Kubernetes API from the connections users have.
+
+Connections come from the providers' hooks, so nothing new needs configuring: a Kubernetes
+connection (``kubernetes_conn_id``: in-cluster, kubeconfig path or content, context) through
+``KubernetesHook``, or a GKE cluster (``project_id`` + ``location`` + ``cluster_name`` +
+``gcp_conn_id``, optionally ``impersonation_chain`` and ``use_dns_endpoint``) through the
+google provider's GKE hooks.
+
+Every resource is reached through one generic REST call on the resource's path
+(:mod:`pathways_airflow.resources`) and comes back as the plain JSON dict the pure ``state``
+core reads. One API client per hook (sync) or per event loop and cluster (async) is kept for
+the hook's life: never a new client, connection pool or TLS context per call. Transient API
+failures (429 — honouring ``Retry-After`` — 5xx, dropped connections) are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import weakref
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+
+from airflow.sdk import BaseHook
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
+from pathways_airflow.resources import NODE, POD, Resource, resource_of
+from pathways_airflow.spec.names import TASK_KEY_LABEL
+
+if TYPE_CHECKING:
+    from pathways_airflow.state.model import Observation
+
+TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
+MAX_ATTEMPTS = 8
+MAX_RETRY_AFTER = 60.0
+GKE_TOKEN_LIFETIME = 30 * 60.0
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """Which cluster to talk to, in a form a trigger can carry (no secrets: connection ids)."""
+
+    kubernetes_conn_id: str | None = "kubernetes_default"
+    project_id: str | None = None
+    location: str | None = None
+    cluster_name: str | None = None
+    gcp_conn_id: str = "google_cloud_default"
+    impersonation_chain: str | tuple[str, ...] | None = None
+    use_dns_endpoint: bool = False
+    cluster_url: str | None = None
+    """The GKE endpoint, once resolved (so triggers need not call the GKE API again)."""
+    ssl_ca_cert: str | None = None
+    """The GKE cluster's CA certificate (public), once resolved."""
+
+    def __post_init__(self) -> None:
+        gke = (self.project_id, self.location, self.cluster_name)
+        if any(gke) and not all(gke):
+            missing = [n for n, v in zip(("project_id", "location", "cluster_name"), gke) if not v]
+            raise BadSpecError(f"a GKE cluster needs project_id, location and cluster_name; missing: {', '.join(missing)}")
+        if isinstance(self.impersonation_chain, list):
+            object.__setattr__(self, "impersonation_chain", tuple(self.impersonation_chain))
+
+    @property
+    def is_gke(self) -> bool:
+        return bool(self.cluster_name)
+
+    @property
+    def key(self) -> str:
+        """Identity of the cluster and credentials: clients and watches are shared per key."""
+        if self.is_gke:
+            return f"gke:{self.project_id}/{self.location}/{self.cluster_name}@{self.gcp_conn_id}:{self.impersonation_chain}"
+        return f"conn:{self.kubernetes_conn_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if isinstance(data["impersonation_chain"], tuple):
+            data["impersonation_chain"] = list(data["impersonation_chain"])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ClusterTarget":
+        return cls(**dict(data))
+
+
+# --- retries --------------------------------------------------------------------------------
+
+
+def _status_of(error: BaseException) -> int | None:
+    status = getattr(error, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth retrying: throttling, server errors, dropped or refused connections, timeouts."""
+    status = _status_of(error)
+    if status is not None and type(error).__name__.endswith("ApiException"):
+        return status in TRANSIENT_STATUSES
+    import urllib3
+
+    try:
+        import aiohttp
+
+        network_errors: tuple[type[BaseException], ...] = (aiohttp.ClientError,)
+    except ImportError:  # pragma: no cover - aiohttp ships with the async client
+        network_errors = ()
+    return isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError, urllib3.exceptions.HTTPError, *network_errors))
+
+
+def retry_after_seconds(error: BaseException | None) -> float | None:
+    """The server's ``Retry-After`` for a 429 or 503, in seconds (capped), if it sent one."""
+    headers = getattr(error, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if value is None:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        return None
+
+
+_backoff = wait_exponential_jitter(initial=0.5, max=30.0)
+
+
+def _wait(state: RetryCallState) -> float:
+    error = state.outcome.exception() if state.outcome else None
+    honoured = retry_after_seconds(error)
+    return honoured if honoured is not None else _backoff(state)
+
+
+def _retry_options(log: Any) -> dict[str, Any]:
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "Kubernetes API call failed (%s); retry %d/%d in %.1fs",
+            _describe(error), state.attempt_number, MAX_ATTEMPTS - 1, state.next_action.sleep if state.next_action else 0,
+        )
+
+    return {
+        "retry": retry_if_exception(is_transient),
+        "wait": _wait,
+        "stop": stop_after_attempt(MAX_ATTEMPTS),
+        "reraise": True,
+        "before_sleep": before_sleep,
+    }
+
+
+def _describe(error: BaseException | None) -> str:
+    status = _status_of(error) if error else None
+    reason = getattr(error, "reason", None)
+    return f"HTTP {status} {reason or ''}".strip() if status else repr(error)
+
+
+def api_error_message(error: BaseException) -> str:
+    """The ``Status`` message of an API error, for messages users read."""
+    body = getattr(error, "body", None)
+    if body:
+        try:
+            return json.loads(body).get("message") or str(body)
+        except (TypeError, ValueError):
+            return str(body)
+    return _describe(error)
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """The outcome of submitting a workload: the live object, and whether we created it now."""
+
+    obj: dict[str, Any]
+    created: bool
+
+
+def ownership_problem(existing: Mapping[str, Any], task_key: str) -> str | None:
+    """Why an existing object is not ours to adopt, or ``None`` if it carries our task key."""
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    if labels.get(TASK_KEY_LABEL) == task_key:
+        return None
+    owner = labels.get(TASK_KEY_LABEL)
+    who = f"another task (task key {owner})" if owner else "something other than pathways-airflow"
+    meta = existing.get("metadata") or {}
+    return (
+        f"{existing.get('kind')} {meta.get('namespace')}/{meta.get('name')} already exists and was created by {who}; "
+        "refusing to adopt it. Delete it, or set name_prefix to choose another name."
+    )
+
+
+# --- the synchronous hook ------------------------------------------------------------------
+
+
+class PathwaysHook(BaseHook):
+    """Synchronous access to PathwaysJobs, JobSets, Jobs, LeaderWorkerSets, pods, nodes and events."""
+
+    conn_name_attr = "kubernetes_conn_id"
+    hook_name = "Pathways on GKE"
+
+    def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
+        super().__init__()
+        self.target = target or ClusterTarget(**target_fields)
+
+    # connection ---------------------------------------------------------------------------
+
+    def resolved_target(self) -> ClusterTarget:
+        """The target with the GKE endpoint and CA resolved (one GKE API call, then cached)."""
+        if not self.target.is_gke or self.target.cluster_url:
+            return self.target
+        from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEHook
+        from airflow.providers.google.cloud.operators.kubernetes_engine import GKEClusterAuthDetails
+
+        cluster_hook = GKEHook(
+            gcp_conn_id=self.target.gcp_conn_id,
+            location=self.target.location,
+            impersonation_chain=self.target.impersonation_chain,
+        )
+        url, ca = GKEClusterAuthDetails(
+            cluster_name=self.target.cluster_name or "",
+            project_id=self.target.project_id or "",
+            use_internal_ip=False,
+            use_dns_endpoint=self.target.use_dns_endpoint,
+            cluster_hook=cluster_hook,
+        ).fetch_cluster_info()
+        self.target = replace(self.target, cluster_url=url, ssl_ca_cert=ca)
+        return self.target
+
+    @cached_property
+    def api_client(self) -> Any:
+        """One ``kubernetes`` ApiClient for the hook's life, from the providers' hooks."""
+        if self.target.is_gke:
+            from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
+
+            target = self.resolved_target()
+            return GKEKubernetesHook(
+                cluster_url=target.cluster_url,
+                ssl_ca_cert=target.ssl_ca_cert,
+                gcp_conn_id=target.gcp_conn_id,
+                impersonation_chain=target.impersonation_chain,
+                use_dns_endpoint=target.use_dns_endpoint,
+            ).get_conn()
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+        return KubernetesHook(conn_id=self.target.kubernetes_conn_id).get_conn()
+
+    def get_conn(self) -> Any:
+        return self.api_client
+
+    # the one REST call ------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        raw: bool = False,
+    ) -> Any:
+        """Call the API with retries on transient failures; the JSON body as a dict (or raw text)."""
+        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
+
+        def call() -> Any:
+            response = self.api_client.call_api(
+                path,
+                method,
+                query_params=params,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                response_types_map={},
+            )
+            data = response.data
+            if raw:
+                return data.decode("utf-8", errors="replace")
+            return json.loads(data) if data else None
+
+        for attempt in Retrying(**_retry_options(self.log)):
+            with attempt:
+                return call()
+        raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", resource.path(namespace, name))
+        except Exception as error:
+            if _status_of(error) == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        body = self.request(
+            "GET", resource.path(namespace), query={"labelSelector": label_selector, "fieldSelector": field_selector}
+        )
+        return list((body or {}).get("items") or [])
+
+    def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        resource = resource_of(dict(manifest))
+        namespace = manifest.get("metadata", {}).get("namespace")
+        return self.request("POST", resource.path(namespace), body=dict(manifest))
+
+    def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground"
+    ) -> bool:
+        """Delete with dependents (foreground by default: the pods go before the owner does)."""
+        try:
+            self.request("DELETE", resource.path(namespace, name), body={"propagationPolicy": propagation})
+            return True
+        except Exception as error:
+            if _status_of(error) == 404:
+                return False
+            raise
+
+    def create_or_adopt(self, manifest: Mapping[str, Any], task_key: str) -> Adoption:
+        """Create the workload; if one with its name exists and is ours, adopt it instead.
+
+        A 409 is not an error to retry but a question — who made the existing object? — answered
+        by our task-key label. Someone else's object is never touched.
+        """
+        try:
+            return Adoption(self.create(manifest), created=True)
+        except Exception as error:
+            if _status_of(error) != 409:
+                if _status_of(error) in (400, 422):
+                    raise BadSpecError(f"the cluster refused the {manifest.get('kind')}: {api_error_message(error)}") from None
+                raise
+        resource = resource_of(dict(manifest))
+        meta = manifest["metadata"]
+        existing = self.get(resource, meta.get("namespace"), meta["name"])
+        if existing is None:  # deleted between our create and our read: create again
+            return Adoption(self.create(manifest), created=True)
+        problem = ownership_problem(existing, task_key)
+        if problem:
+            raise ForeignWorkloadError(problem)
+        return Adoption(existing, created=False)
+
+    # reads the operators and sensors need ---------------------------------------------------
+
+    def task_workloads(self, resource: Resource, namespace: str, task_key: str) -> list[dict[str, Any]]:
+        """Every workload a task created, in any attempt (found by its task-key label)."""
+        return self.list(resource, namespace, label_selector=f"{TASK_KEY_LABEL}={task_key}")
+
+    def observe(self, backend: str, name: str, namespace: str, *, submitted: bool = True) -> "Observation":
+        """Everything the state core needs about one workload, read now."""
+        from pathways_airflow.resources import JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB
+        from pathways_airflow.state.model import Observation
+
+        pathwaysjob = self.get(PATHWAYSJOB, namespace, name) if backend == "pathwaysjob" else None
+        jobset = self.get(JOBSET, namespace, name)
+        pods = self.list(POD, namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}") if jobset else []
+        kueue = None
+        if jobset is not None:
+            uid = jobset["metadata"].get("uid", "")
+            try:
+                found = self.list(KUEUE_WORKLOAD, namespace, label_selector=f"kueue.x-k8s.io/job-uid={uid}")
+            except Exception as error:  # Kueue not installed: no Workload to read
+                if _status_of(error) != 404:
+                    raise
+                found = []
+            kueue = found[0] if found else None
+        return Observation(backend, name, namespace, pathwaysjob, jobset, tuple(pods), kueue, submitted)
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.list(NODE, label_selector=label_selector)
+
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30) -> list[str]:
+        """The last ``lines`` lines a container wrote (empty if the log cannot be read)."""
+        try:
+            text = self.request(
+                "GET", POD.path(namespace, pod, "log"), query={"container": container, "tailLines": lines}, raw=True
+            )
+        except Exception as error:
+            self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
+            return []
+        return text.splitlines()[-lines:]
+
+
+# --- the asynchronous hook -----------------------------------------------------------------
+
+_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, tuple[Any, float]]]" = weakref.WeakKeyDictionary()
+_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = weakref.WeakKeyDictionary()
+
+
+class AsyncPathwaysHook(BaseHook):
+    """Asynchronous API access for triggers: one client per (event loop, cluster), kept alive."""
+
+    def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
+        super().__init__()
+        self.target = target or ClusterTarget(**target_fields)
+
+    async def api_client(self) -> Any:
+        """The loop's client for this cluster; concurrent first callers share one (a lock per key)."""
+        loop = asyncio.get_running_loop()
+        clients = _CLIENTS.setdefault(loop, {})
+        lock = _LOCKS.setdefault(loop, {}).setdefault(self.target.key, asyncio.Lock())
+        async with lock:
+            cached = clients.get(self.target.key)
+            if cached and (not self.target.is_gke or time.monotonic() - cached[1] < GKE_TOKEN_LIFETIME):
+                return cached[0]
+            if cached:
+                await cached[0].close()
+            client = await self._new_client()
+            clients[self.target.key] = (client, time.monotonic())
+            return client
+
+    async def _new_client(self) -> Any:
+        if self.target.is_gke:
+            from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
+
+            if not self.target.cluster_url:
+                raise BadSpecError("the GKE endpoint must be resolved before deferring (PathwaysHook.resolved_target)")
+            hook = GKEKubernetesAsyncHook(
+                cluster_url=self.target.cluster_url,
+                ssl_ca_cert=self.target.ssl_ca_cert or "",
+                gcp_conn_id=self.target.gcp_conn_id,
+                impersonation_chain=self.target.impersonation_chain,
+                use_dns_endpoint=self.target.use_dns_endpoint,
+            )
+            return await hook._load_config()
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+        from kubernetes_asyncio.client import ApiClient
+
+        hook = AsyncKubernetesHook(conn_id=self.target.kubernetes_conn_id)
+        await hook._load_config()
+        return ApiClient(configuration=hook.client_configuration)
+
+    @staticmethod
+    async def close_all() -> None:
+        """Close the clients of the running loop (at the end of a test or a process)."""
+        clients = _CLIENTS.pop(asyncio.get_running_loop(), {})
+        for client, _ in clients.values():
+            await client.close()
+
+    async def _call(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, timeout: float | None) -> Any:
+        """The raw response; an ``ApiException`` for a non-2xx status.
+
+        ``kubernetes_asyncio`` raises for error statuses only when it reads the body itself, so
+        the check is made here, with the status, headers and body a caller needs.
+        """
+        client = await self.api_client()
+        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
+        response = await client.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            response_types_map={},
+            _request_timeout=timeout,
+        )
+        if not 200 <= response.status <= 299:
+            from kubernetes_asyncio.client.exceptions import ApiException
+
+            try:
+                text = (await response.read()).decode("utf-8", errors="replace")
+            finally:
+                response.release()
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = text
+            error.headers = dict(response.headers)
+            raise error
+        return response
+
+    async def request(
+        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None
+    ) -> Any:
+        async for attempt in AsyncRetrying(**_retry_options(self.log)):
+            with attempt:
+                response = await self._call(method, path, query, body, timeout=60)
+                try:
+                    data = await response.read()
+                finally:
+                    response.release()
+                return json.loads(data) if data else None
+        raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", resource.path(namespace, name))
+        except Exception as error:
+            if _status_of(error) == 404:
+                return None
+            raise
+
+    async def list(
+        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> dict[str, Any]:
+        """The whole list response (items and the list's resourceVersion)."""
+        return await self.request("GET", resource.path(namespace), query={"labelSelector": label_selector}) or {}
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground") -> bool:
+        try:
+            await self.request("DELETE", resource.path(namespace, name), body={"propagationPolicy": propagation})
+            return True
+        except Exception as error:
+            if _status_of(error) == 404:
+                return False
+            raise
+
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events from ``resource_version`` (with bookmarks) until the server closes the stream.
+
+        Raises the API's error for a failed request; an ``ERROR`` event (e.g. 410 Gone) is yielded
+        as it comes, for the caller to decide. Lines are read whole however long they are.
+        """
+        response = await self._call(
+            "GET",
+            resource.path(namespace),
+            {
+                "watch": True,
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": timeout_seconds,
+                "labelSelector": label_selector,
+            },
+            None,
+            timeout=timeout_seconds + 30,
+        )
+        buffer = b""
+        try:
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release()
+
+    async def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return list((await self.list(NODE, label_selector=label_selector)).get("items") or [])
+
+    async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30) -> list[str]:
+        """The last lines of a container's log, or of its previous run when it has restarted."""
+        for previous in (False, True):
+            try:
+                response = await self._call(
+                    "GET",
+                    POD.path(namespace, pod, "log"),
+                    {"container": container, "tailLines": lines, "previous": previous or None},
+                    None,
+                    timeout=30,
+                )
+                try:
+                    text = (await response.read()).decode("utf-8", errors="replace")
+                finally:
+                    response.release()
+            except Exception as error:
+                self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
+                continue
+            if text.strip():
+                return text.splitlines()[-lines:]
+        return []
+
+
+__all__ = [
+    "Adoption",
+    "AsyncPathwaysHook",
+    "ClusterTarget",
+    "PathwaysHook",
+    "api_error_message",
+    "is_transient",
+    "ownership_problem",
+    "retry_after_seconds",
+]

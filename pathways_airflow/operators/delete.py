@@ -1,0 +1,106 @@
+"""``DeletePathwaysJobOperator``: delete a workload and wait until its pods are gone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from pathways_airflow.resources import POD, workload_resource
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+from pathways_airflow.spec.names import is_dns1123_label
+from pathways_airflow.spec.render import BACKENDS
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from pathways_airflow.hooks.pathways import PathwaysHook
+
+
+class DeletePathwaysJobOperator(BaseOperator):
+    """Delete a PathwaysJob or JobSet (foreground: dependents first) and wait for its pods to go.
+
+    Use it as an Airflow teardown task, or to clean up a workload by name. A workload that is
+    already gone is not an error.
+
+    :param name: workload name (often ``{{ ti.xcom_pull('train')['name'] }}``).
+    :param wait_seconds: how long to wait for the pods to terminate (0: do not wait).
+    """
+
+    template_fields: Sequence[str] = ("name", "namespace", "backend")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str = "default",
+        backend: str = "pathwaysjob",
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        wait_seconds: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.namespace = namespace
+        self.backend = backend
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.project_id = project_id
+        self.location = location
+        self.cluster_name = cluster_name
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+        self.use_dns_endpoint = use_dns_endpoint
+        self.wait_seconds = wait_seconds
+
+    @cached_property
+    def hook(self) -> PathwaysHook:
+        from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+
+        return PathwaysHook(
+            ClusterTarget(
+                kubernetes_conn_id=self.kubernetes_conn_id,
+                project_id=self.project_id,
+                location=self.location,
+                cluster_name=self.cluster_name,
+                gcp_conn_id=self.gcp_conn_id,
+                impersonation_chain=self.impersonation_chain,
+                use_dns_endpoint=self.use_dns_endpoint,
+            )
+        )
+
+    def execute(self, context: Context) -> bool:
+        problems = []
+        if self.backend not in BACKENDS:
+            problems.append(SpecProblem("backend", self.backend, "unknown backend", BACKENDS))
+        if not is_dns1123_label(self.namespace):
+            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label"))
+        if not isinstance(self.name, str) or not self.name:
+            problems.append(SpecProblem("name", self.name, "must name the workload to delete"))
+        if problems:
+            raise InvalidWorkloadSpec(problems)
+        resource = workload_resource(self.backend)
+        deleted = self.hook.delete(resource, self.namespace, self.name)
+        if not deleted:
+            self.log.info("%s %s/%s is already gone", resource.kind, self.namespace, self.name)
+            return False
+        self.log.info("deleting %s %s/%s", resource.kind, self.namespace, self.name)
+        deadline = time.monotonic() + self.wait_seconds
+        selector = f"jobset.sigs.k8s.io/jobset-name={self.name}"
+        while self.wait_seconds and time.monotonic() < deadline:
+            remaining = self.hook.list(POD, self.namespace, label_selector=selector)
+            if not remaining and self.hook.get(resource, self.namespace, self.name) is None:
+                self.log.info("%s/%s and its pods are gone", self.namespace, self.name)
+                return True
+            time.sleep(2)
+        if self.wait_seconds:
+            self.log.warning("%s/%s: pods still terminating after %.0fs", self.namespace, self.name, self.wait_seconds)
+        return True

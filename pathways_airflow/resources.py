@@ -1,0 +1,66 @@
+"""The Kubernetes resources the provider touches, and their REST paths. Pure.
+
+One generic path builder instead of a client method per kind: the hooks speak to every kind
+through the same five verbs and get plain JSON dicts back, which is what the pure ``state``
+core reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """``/apis/<group>/<version>/namespaces/<ns>/<plural>[/<name>[/<subresource>]]``."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [root]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name:
+            parts.append(quote(name, safe=""))
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+PATHWAYSJOB = Resource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob")
+JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+LEADERWORKERSET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+KUEUE_WORKLOAD = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+JOB = Resource("batch", "v1", "jobs", "Job")
+POD = Resource("", "v1", "pods", "Pod")
+NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
+EVENT = Resource("", "v1", "events", "Event")
+SERVICE = Resource("", "v1", "services", "Service")
+
+BY_KIND = {r.kind: r for r in (PATHWAYSJOB, JOBSET, LEADERWORKERSET, KUEUE_WORKLOAD, JOB, POD, NODE, EVENT, SERVICE)}
+
+
+def resource_of(manifest: dict) -> Resource:
+    """The resource a manifest creates; a clear error for a kind the provider does not manage."""
+    kind = manifest.get("kind", "")
+    resource = BY_KIND.get(kind)
+    if resource is None or resource.api_version != manifest.get("apiVersion"):
+        raise ValueError(
+            f"kind={kind!r} apiVersion={manifest.get('apiVersion')!r}: not a resource this provider manages; "
+            f"valid: {', '.join(f'{r.api_version} {r.kind}' for r in BY_KIND.values())}"
+        )
+    return resource
+
+
+def workload_resource(backend: str) -> Resource:
+    return PATHWAYSJOB if backend == "pathwaysjob" else JOBSET

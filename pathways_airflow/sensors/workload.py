@@ -1,0 +1,226 @@
+"""``PathwaysJobSensor``: wait until a PathwaysJob (or JobSet) reaches a phase, or ends.
+
+Reads the workload through the same state machine as the operator
+(:func:`pathways_airflow.state.status.workload_state`): ``RUNNING`` means the head is running
+and every slice is ready — not merely that the PathwaysJob says ``Running``, which it keeps
+saying while its JobSet restarts. Watching is all it does: it never deletes the workload,
+which belongs to whoever submitted it.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Sequence
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+
+from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, PathwaysError, UserCodeError
+from pathways_airflow.sensors import CLUSTER_TEMPLATE_FIELDS, ClusterSensorMixin
+from pathways_airflow.spec.errors import SpecProblem, raise_if_any
+from pathways_airflow.spec.names import is_dns1123_label
+from pathways_airflow.spec.render import BACKENDS
+from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+TARGET_PHASES: tuple[str, ...] = (Phase.RUNNING.value, Phase.SUCCEEDED.value)
+
+
+class WorkloadEndedError(PathwaysError, AirflowFailException):
+    """The watched workload ended (failed, or was deleted) before reaching the awaited phase.
+
+    Retrying the sensor cannot change how the workload ended, so Airflow does not retry it.
+    """
+
+
+# --- pure --------------------------------------------------------------------------------------
+
+
+def sensor_problems(name: Any, namespace: Any, backend: Any, phase: Any) -> list[SpecProblem]:
+    problems = []
+    if not isinstance(name, str) or not name:
+        problems.append(SpecProblem("name", name, "must be the workload's name"))
+    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
+        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    if backend not in BACKENDS:
+        problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
+    if str(phase).upper() not in TARGET_PHASES:
+        problems.append(SpecProblem("phase", phase, "cannot be waited for", TARGET_PHASES))
+    return problems
+
+
+def has_reached(state: WorkloadState, phase: str) -> bool:
+    """``RUNNING``: running with every slice ready, or already succeeded; ``SUCCEEDED``: succeeded."""
+    if state.phase is Phase.SUCCEEDED:
+        return True
+    return (
+        phase == Phase.RUNNING.value
+        and state.phase is Phase.RUNNING
+        and state.slices_ready >= state.slices_total
+    )
+
+
+def ended_early(state: WorkloadState, phase: str) -> bool:
+    """It can no longer reach ``phase``: it failed (or was deleted) first."""
+    return state.phase is Phase.FAILED and not has_reached(state, phase)
+
+
+def failure_of(state: WorkloadState, where: str, phase: str) -> PathwaysError:
+    """The exception for a workload that ended before ``phase``, typed by its cause."""
+    message = f"{where} ended before reaching {phase}: {state.summary()}"
+    if state.cause is FailureCause.USER_CODE:
+        return UserCodeError(message, exit_code=state.exit_code)
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
+        return BadSpecError(message)
+    return WorkloadEndedError(message)
+
+
+# --- the sensor --------------------------------------------------------------------------------
+
+
+class PathwaysJobSensor(ClusterSensorMixin, BaseSensorOperator):
+    """Wait until workload ``name`` reaches ``phase``; fail if it ends FAILED first.
+
+    :param name: the PathwaysJob's (or JobSet's) name, e.g. from the operator's XCom
+        (``{{ ti.xcom_pull(task_ids='train', key='pathways_workload')['name'] }}``).
+    :param namespace: its namespace.
+    :param backend: ``"pathwaysjob"`` or ``"jobset"``, as it was submitted.
+    :param phase: ``"RUNNING"`` (head running, every slice ready; a workload that already
+        succeeded counts too) or ``"SUCCEEDED"``.
+    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
+        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+
+    The XCom value is the workload's state (``WorkloadState.to_dict()``). A workload that does
+    not exist yet is waited for (in the worker, even when deferrable: the trigger takes a
+    missing workload for a deleted one); one that disappears after it was seen fails the sensor.
+    """
+
+    template_fields: Sequence[str] = ("name", "namespace", "backend", "phase", *CLUSTER_TEMPLATE_FIELDS)
+    ui_color = "#b3e5fc"
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str = "default",
+        backend: str = "pathwaysjob",
+        phase: str = "RUNNING",
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poke_interval: timedelta | float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(poke_interval=poke_interval, **kwargs)
+        self.name = name
+        self.namespace = namespace
+        self.backend = backend
+        self.phase = phase
+        self.deferrable = deferrable
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+        )
+        self._seen = False
+        self._previous: WorkloadState | None = None
+        from pathways_airflow.operators.workload import looks_templated
+
+        if not looks_templated([name, namespace, backend, phase]):
+            raise_if_any(sensor_problems(name, namespace, backend, phase))
+
+    @property
+    def target_phase(self) -> str:
+        return str(self.phase).upper()
+
+    @property
+    def where(self) -> str:
+        kind = "PathwaysJob" if self.backend == "pathwaysjob" else "JobSet"
+        return f"{kind} {self.namespace}/{self.name}"
+
+    def read_state(self) -> WorkloadState:
+        """The workload's state now (remembering whether it has been seen to exist)."""
+        from pathways_airflow.state.status import transition_line, workload_state
+
+        observation = self.hook.observe(self.backend, self.name, self.namespace, submitted=self._seen)
+        top = observation.pathwaysjob if self.backend == "pathwaysjob" else observation.jobset
+        self._seen = self._seen or top is not None
+        state = workload_state(observation)
+        line = transition_line(self._previous, state)
+        if line:
+            self.log.info("%s: %s", self.where, line)
+        self._previous = state
+        return state
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        raise_if_any(sensor_problems(self.name, self.namespace, self.backend, self.phase))
+        state = self.read_state()
+        return self._decide(state)
+
+    def _decide(self, state: WorkloadState) -> PokeReturnValue:
+        if has_reached(state, self.target_phase):
+            return PokeReturnValue(is_done=True, xcom_value=state.to_dict())
+        if ended_early(state, self.target_phase):
+            raise failure_of(state, self.where, self.target_phase)
+        return PokeReturnValue(is_done=False)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        if not self._seen:
+            # The trigger takes a missing workload for a deleted one; wait here until it exists.
+            self.log.info("%s does not exist yet; waiting for it here before deferring", self.where)
+            self._wait_until_created()
+            first = self.poke(context)
+            if first.is_done:
+                return first.xcom_value
+        from pathways_airflow.triggers.workload import PathwaysJobTrigger
+
+        self.defer(
+            trigger=PathwaysJobTrigger(
+                name=self.name,
+                namespace=self.namespace,
+                backend=self.backend,
+                target=self.hook.resolved_target().to_dict(),
+                last_state=self._previous.to_dict() if self._previous else None,
+                until_phase=self.target_phase,
+                delete_on_timeout=False,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def _wait_until_created(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self._seen:
+            if time.monotonic() >= deadline:
+                raise AirflowSensorTimeout(f"{self.where} was not created within {self.timeout:.0f} s")
+            time.sleep(float(self.poke_interval))
+            self.read_state()
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Back from the triggerer: the phase was reached, the workload ended, or the API failed."""
+        if event.get("status") != "finished":
+            raise KubernetesApiError(f"stopped watching {self.where}: {event.get('message')}")
+        state = WorkloadState.from_dict(event["state"])
+        decision = self._decide(state)
+        if not decision.is_done:  # the trigger stops only at the phase or at the end
+            raise WorkloadEndedError(f"{self.where} stopped in an unexpected state: {state.summary()}")
+        return decision.xcom_value

@@ -1,0 +1,109 @@
+"""The one state machine every wait of the provider reads: what a workload is doing now.
+
+QUEUED (suspended / not admitted by Kueue) → PROVISIONING (pods pending) → RUNNING (head
+running, all slices ready) → RESTARTING (JobSet restart in progress) → SUCCEEDED | FAILED,
+each FAILED carrying a cause. Values are plain data so triggers can serialise them into events.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Phase(str, enum.Enum):
+    QUEUED = "QUEUED"
+    PROVISIONING = "PROVISIONING"
+    RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+class FailureCause(str, enum.Enum):
+    USER_CODE = "USER_CODE"
+    """The user's program exited non-zero with no sign of an infrastructure disruption."""
+    BAD_SPEC = "BAD_SPEC"
+    """The controller or the API refused the spec (e.g. a topology the controller rejects)."""
+    QUOTA = "QUOTA"
+    """Kueue can never admit it (no such LocalQueue, or more than the ClusterQueue holds)."""
+    DELETED = "DELETED"
+    """The workload disappeared while we waited on it (deleted by someone else)."""
+    DISRUPTION = "DISRUPTION"
+    """Maintenance, preemption, slice loss: the infrastructure ended it."""
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """What a workload is doing, computed by :func:`pathways_airflow.state.status.workload_state`."""
+
+    phase: Phase
+    message: str = ""
+    slices_ready: int = 0
+    slices_total: int = 0
+    restarts: int = 0
+    cause: FailureCause | None = None
+    exit_code: int | None = None
+    container: str | None = None
+    pod: str | None = None
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        """One line for the task log: ``RUNNING 2/2 slices``, ``FAILED (USER_CODE, exit 3): ...``."""
+        text = self.phase.value
+        if self.phase in (Phase.RUNNING, Phase.PROVISIONING, Phase.RESTARTING) and self.slices_total:
+            text += f" {self.slices_ready}/{self.slices_total} slices"
+        if self.restarts:
+            text += f" (restarts: {self.restarts})"
+        if self.phase is Phase.FAILED:
+            detail = self.cause.value if self.cause else "UNKNOWN"
+            if self.exit_code is not None:
+                detail += f", exit {self.exit_code}"
+            text += f" ({detail})"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["phase"] = self.phase.value
+        data["cause"] = self.cause.value if self.cause else None
+        data["evidence"] = list(self.evidence)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "WorkloadState":
+        return cls(
+            phase=Phase(data["phase"]),
+            message=data.get("message", ""),
+            slices_ready=data.get("slices_ready", 0),
+            slices_total=data.get("slices_total", 0),
+            restarts=data.get("restarts", 0),
+            cause=FailureCause(data["cause"]) if data.get("cause") else None,
+            exit_code=data.get("exit_code"),
+            container=data.get("container"),
+            pod=data.get("pod"),
+            evidence=tuple(data.get("evidence") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything read from the cluster about one workload, as plain API dicts."""
+
+    backend: str
+    """``pathwaysjob`` or ``jobset``."""
+    name: str
+    namespace: str
+    pathwaysjob: dict[str, Any] | None = None
+    jobset: dict[str, Any] | None = None
+    pods: tuple[dict[str, Any], ...] = ()
+    kueue_workload: dict[str, Any] | None = None
+    submitted: bool = True
+    """We created (or adopted) it: if it is now missing, it was deleted."""

@@ -1,0 +1,71 @@
+"""What to submit for a task, given the workloads it already has. Pure.
+
+Never two live workloads for one task, never a duplicate on retry: before submitting, the
+operator lists the workloads carrying its task key and asks :func:`plan_submission`. A live one
+is re-attached (a retry, or a worker that crashed after submitting); a succeeded one is reused;
+a finished, failed one is not reused — the next attempt gets a new name — and is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from pathways_airflow.spec.names import ATTEMPT_LABEL
+
+
+def finished_as(obj: Mapping[str, Any]) -> str | None:
+    """``"Completed"`` or ``"Failed"`` when a PathwaysJob or JobSet has finished, else ``None``."""
+    status = obj.get("status") or {}
+    terminal = status.get("terminalState")
+    if terminal in ("Completed", "Failed"):
+        if obj.get("kind") == "PathwaysJob":
+            return terminal
+    for condition in status.get("conditions") or ():
+        if condition.get("type") in ("Completed", "Failed") and condition.get("status") == "True":
+            return str(condition["type"])
+    return terminal if terminal in ("Completed", "Failed") else None
+
+
+def attempt_of(obj: Mapping[str, Any]) -> int:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(ATTEMPT_LABEL, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+@dataclass(frozen=True)
+class SubmissionPlan:
+    """``attempt`` to run (submit or re-attach); ``adopt`` a live one; ``reuse`` a success."""
+
+    attempt: int
+    adopt: Mapping[str, Any] | None = None
+    reuse: Mapping[str, Any] | None = None
+    delete: tuple[str, ...] = field(default_factory=tuple)
+    reason: str = ""
+
+
+def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int | None = None) -> SubmissionPlan:
+    """Decide from the task's own workloads (found by its task-key label)."""
+    ordered = sorted(existing, key=attempt_of)
+    live = [o for o in ordered if finished_as(o) is None and not (o.get("metadata") or {}).get("deletionTimestamp")]
+    if live:
+        keep = live[-1]
+        extra = tuple(o["metadata"]["name"] for o in live[:-1])
+        return SubmissionPlan(
+            attempt_of(keep),
+            adopt=keep,
+            delete=extra,
+            reason=f"re-attaching to the live workload {keep['metadata']['name']} from an earlier try",
+        )
+    if ordered:
+        newest = ordered[-1]
+        if finished_as(newest) == "Completed":
+            return SubmissionPlan(
+                attempt_of(newest), reuse=newest, reason=f"{newest['metadata']['name']} already succeeded in an earlier try"
+            )
+        finished = tuple(o["metadata"]["name"] for o in ordered)
+        return SubmissionPlan(
+            attempt_of(newest) + 1,
+            delete=finished,
+            reason=f"{newest['metadata']['name']} failed in an earlier try; submitting attempt {attempt_of(newest) + 1}",
+        )
+    return SubmissionPlan(recorded_attempt or 0, reason="")

@@ -1,0 +1,107 @@
+"""``TpuSliceReadinessTrigger``: wait in the triggerer until enough TPU slices are ready.
+
+Reads the TPU nodes from one shared list+watch per cluster (every slice wait in the triggerer
+shares it: nodes change rarely, and a watch costs nothing between changes), asks the pure core
+(:func:`pathways_airflow.state.slices.slice_readiness`) on every change and at least every
+``poll_interval`` — a scheduled maintenance window moves closer with time alone — and logs
+why it keeps waiting whenever that changes. It never raises out of ``run()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from pathways_airflow.hooks.pathways import ClusterTarget
+from pathways_airflow.resources import NODE
+from pathways_airflow.state.slices import ACCELERATOR_LABEL, SliceReadiness, slice_readiness, slice_request
+from pathways_airflow.triggers.watch import shared_watch, wait_for_change
+
+DEFAULT_POLL_INTERVAL = 60.0
+MAX_API_FAILURES = 20
+SYNC_TIMEOUT_SECONDS = 300.0
+
+
+class TpuSliceReadinessTrigger(BaseTrigger):
+    """Yield ``{"status": "ready", "ready": [node pools], "readiness": {...}}`` once ``num_slices`` are ready."""
+
+    def __init__(
+        self,
+        *,
+        target: dict[str, Any],
+        machine_type: str,
+        topology: str,
+        num_slices: int = 1,
+        no_maintenance_within: float | None = None,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+    ):
+        super().__init__()
+        self.target = target
+        self.machine_type = machine_type
+        self.topology = topology
+        self.num_slices = num_slices
+        self.no_maintenance_within = no_maintenance_within
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "pathways_airflow.triggers.slices.TpuSliceReadinessTrigger",
+            {
+                "target": self.target,
+                "machine_type": self.machine_type,
+                "topology": self.topology,
+                "num_slices": self.num_slices,
+                "no_maintenance_within": self.no_maintenance_within,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            async for event in self._wait():
+                yield event
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # never raise out of run(): the task turns this into a clear failure
+            self.log.exception("waiting for %s %s slices failed", self.machine_type, self.topology)
+            yield TriggerEvent({"status": "error", "message": f"{type(error).__name__}: {error}"})
+
+    async def _wait(self) -> AsyncIterator[TriggerEvent]:
+        request = slice_request(
+            machine_type=self.machine_type,
+            topology=self.topology,
+            num_slices=self.num_slices,
+            no_maintenance_within=self.no_maintenance_within,
+        )
+        # Every TPU node of the cluster, whatever its kind: one watch serves every slice wait.
+        watch = shared_watch(ClusterTarget.from_dict(self.target), NODE, None, label_selector=ACCELERATOR_LABEL)
+        subscription = watch.subscribe()
+        try:
+            await asyncio.wait_for(watch.synced.wait(), timeout=SYNC_TIMEOUT_SECONDS)
+            last_summary = ""
+            while True:
+                if watch.consecutive_failures >= MAX_API_FAILURES:
+                    yield TriggerEvent(
+                        {
+                            "status": "error",
+                            "message": f"the Kubernetes API failed {watch.consecutive_failures} times in a row "
+                            f"watching nodes: {watch.last_error}",
+                        }
+                    )
+                    return
+                readiness: SliceReadiness = slice_readiness(watch.values(), request, now=time.time())
+                summary = readiness.summary()
+                if summary != last_summary:
+                    self.log.info("%s", summary)
+                    last_summary = summary
+                if readiness.enough:
+                    yield TriggerEvent(
+                        {"status": "ready", "ready": list(readiness.ready), "readiness": readiness.to_dict()}
+                    )
+                    return
+                await wait_for_change([subscription], self.poll_interval)
+        finally:
+            watch.unsubscribe(subscription)

@@ -1,0 +1,195 @@
+"""One shared list+watch per (cluster, namespace, resource) in a triggerer, for every wait in it.
+
+A triggerer may hold thousands of deferred TPU waits for days. Polling each one costs a request
+per wait per interval; one watch per wait costs a connection each. Instead, every trigger that
+waits on JobSets (or pods, or PathwaysJobs...) of one namespace reads one local cache, kept
+current by one watch: list, then watch from the list's resourceVersion with bookmarks; relist on
+410 Gone; reconnect with backoff when the stream drops or the API fails. A trigger subscribes,
+is woken when the cache changes, and computes its workload's state from the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, _status_of
+from pathways_airflow.resources import Resource
+
+log = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_SECONDS = 300
+MAX_REMEMBERED_DELETIONS = 5000
+MAX_BACKOFF_SECONDS = 30.0
+
+
+@dataclass(eq=False)
+class Subscription:
+    """Set when the watched objects change; the subscriber clears it after reading."""
+
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class SharedWatch:
+    """A cache of one resource in one namespace, kept current by a single watch."""
+
+    def __init__(self, target: ClusterTarget, resource: Resource, namespace: str | None, label_selector: str | None):
+        self.hook = AsyncPathwaysHook(target)
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deleted: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        """The last state of recently deleted objects: a failed Job's pods are deleted at once, and
+        with them the evidence of why it failed (exit codes, DisruptionTarget)."""
+        self.synced = asyncio.Event()
+        self.absent = False
+        """The API does not serve this resource (its CRD is not installed)."""
+        self.consecutive_failures = 0
+        self.last_error = ""
+        self.resource_version = ""
+        self.relists = 0
+        self._subscribers: set[Subscription] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    # subscribers ----------------------------------------------------------------------------
+
+    def subscribe(self) -> Subscription:
+        subscription = Subscription()
+        self._subscribers.add(subscription)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"watch {self.resource.plural}")
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+        if not self._subscribers and self._task is not None:
+            self._task.cancel()
+            self._task = None
+            self.synced.clear()
+
+    def _notify(self) -> None:
+        for subscription in self._subscribers:
+            subscription.changed.set()
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return self.objects.get((namespace or self.namespace or "", name))
+
+    def values(self) -> list[dict[str, Any]]:
+        return list(self.objects.values())
+
+    # the loop -------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self._list()
+                backoff = 0.5
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if _status_of(error) == 404 and not self.synced.is_set():
+                    self.absent = True
+                    self.synced.set()
+                    self._notify()
+                    return
+                self.consecutive_failures += 1
+                self.last_error = f"{type(error).__name__}: {error}"[:500]
+                log.warning(
+                    "watch on %s in %s failed (%d in a row): %s; reconnecting in %.1fs",
+                    self.resource.plural, self.namespace or "all namespaces", self.consecutive_failures, self.last_error, backoff,
+                )
+                self._notify()
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
+
+    async def _list(self) -> None:
+        body = await self.hook.list(self.resource, self.namespace, label_selector=self.label_selector)
+        self.objects = {_key(o): o for o in body.get("items") or []}
+        self.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
+        self.relists += 1
+        self.consecutive_failures = 0
+        self.synced.set()
+        self._notify()
+
+    async def _watch(self) -> None:
+        """Follow events until the stream ends (re-watch) or history is gone (relist)."""
+        while True:
+            received = False
+            async for event in self.hook.watch(
+                self.resource,
+                self.namespace,
+                self.resource_version,
+                label_selector=self.label_selector,
+                timeout_seconds=WATCH_TIMEOUT_SECONDS,
+            ):
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        log.info("watch on %s: history compacted (410 Gone), listing again", self.resource.plural)
+                        return
+                    raise RuntimeError(f"watch error: {obj.get('message') or obj}")
+                if not isinstance(obj, dict) or "metadata" not in obj:
+                    continue  # malformed event: skip it, the next list repairs the cache
+                self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
+                received = True
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    self.objects.pop(_key(obj), None)
+                    self._remember_deleted(obj)
+                elif kind in ("ADDED", "MODIFIED"):
+                    self.objects[_key(obj)] = obj
+                    self.deleted.pop(_key(obj), None)
+                self.consecutive_failures = 0
+                self._notify()
+            if not received:
+                await asyncio.sleep(0)  # an empty stream (timeout, dropped): watch again at once
+
+
+    def _remember_deleted(self, obj: dict[str, Any]) -> None:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("deletionTimestamp", "deleted")
+        self.deleted[_key(obj)] = obj
+        while len(self.deleted) > MAX_REMEMBERED_DELETIONS:
+            self.deleted.popitem(last=False)
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace", ""), meta.get("name", ""))
+
+
+_WATCHES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, str, str], SharedWatch]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_watch(target: ClusterTarget, resource: Resource, namespace: str | None, label_selector: str | None = None) -> SharedWatch:
+    """The running loop's watch of ``resource`` in ``namespace`` on ``target``, made on first use."""
+    watches = _WATCHES.setdefault(asyncio.get_running_loop(), {})
+    key = (target.key, resource.path(namespace), namespace or "", label_selector or "")
+    if key not in watches:
+        watches[key] = SharedWatch(target, resource, namespace, label_selector)
+    return watches[key]
+
+
+async def wait_for_change(subscriptions: list[Subscription], timeout: float) -> bool:
+    """Wait until any subscription fires (True) or ``timeout`` seconds pass (False); re-arm them."""
+    waiters = [asyncio.ensure_future(s.changed.wait()) for s in subscriptions]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    for subscription in subscriptions:
+        subscription.changed.clear()
+    return bool(done)

@@ -1,0 +1,199 @@
+"""``PathwaysJobTrigger``: wait in the triggerer until a workload has finished.
+
+Reads the workload from the shared watches of its namespace (PathwaysJobs or JobSets, their
+pods, Kueue Workloads), asks the pure core for its state on every change, logs each transition
+in the task log, and yields one event when the task must act: the workload finished, the task
+ran out of time (the workload is then deleted here, so a timeout never leaks TPUs), or the API
+could not be read for too long. A user killing the deferred task deletes the workload
+(``on_kill``). It never raises out of ``run()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
+from pathways_airflow.resources import JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.status import failed_container, transition_line, workload_state
+from pathways_airflow.triggers.watch import SharedWatch, shared_watch, wait_for_change
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RECHECK_SECONDS = 60.0
+MAX_API_FAILURES = 20
+
+
+def observe(
+    backend: str, name: str, namespace: str, watches: dict[str, SharedWatch], submitted: bool = True
+) -> Observation:
+    """The workload's objects as the shared caches hold them now."""
+    jobset = watches["jobsets"].get(name, namespace)
+    uid = (jobset or {}).get("metadata", {}).get("uid")
+    live = watches["pods"].objects
+    candidates = [*live.values(), *(p for key, p in watches["pods"].deleted.items() if key not in live)]
+    pods = tuple(
+        p for p in candidates
+        if (p["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL) == name and p["metadata"].get("namespace") == namespace
+    )
+    kueue = None
+    if uid and "workloads" in watches:
+        kueue = next(
+            (
+                w for w in watches["workloads"].values()
+                if any(ref.get("uid") == uid for ref in (w["metadata"].get("ownerReferences") or ()))
+            ),
+            None,
+        )
+    pathwaysjob = watches["pathwaysjobs"].get(name, namespace) if "pathwaysjobs" in watches else None
+    return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted)
+
+
+def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
+    watches = {
+        "jobsets": shared_watch(target, JOBSET, namespace),
+        "pods": shared_watch(target, POD, namespace, label_selector=JOBSET_NAME_LABEL),
+        "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace),
+    }
+    if backend == "pathwaysjob":
+        watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace)
+    return watches
+
+
+class PathwaysJobTrigger(BaseTrigger):
+    """Wait until a PathwaysJob or JobSet has finished (or the task's time is up)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str,
+        backend: str,
+        target: dict[str, Any],
+        deadline: float | None = None,
+        last_state: dict[str, Any] | None = None,
+        recheck_seconds: float = RECHECK_SECONDS,
+        until_phase: str | None = None,
+        delete_on_timeout: bool = True,
+    ):
+        super().__init__()
+        self.name = name
+        self.namespace = namespace
+        self.backend = backend
+        self.target = target
+        self.deadline = deadline
+        self.last_state = last_state
+        self.recheck_seconds = recheck_seconds
+        self.until_phase = until_phase
+        self.delete_on_timeout = delete_on_timeout
+        self._failure: dict[str, Any] | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "pathways_airflow.triggers.workload.PathwaysJobTrigger",
+            {
+                "name": self.name,
+                "namespace": self.namespace,
+                "backend": self.backend,
+                "target": self.target,
+                "deadline": self.deadline,
+                "last_state": self.last_state,
+                "recheck_seconds": self.recheck_seconds,
+                "until_phase": self.until_phase,
+                "delete_on_timeout": self.delete_on_timeout,
+            },
+        )
+
+    @property
+    def cluster(self) -> ClusterTarget:
+        return ClusterTarget.from_dict(self.target)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            async for event in self._wait():
+                yield event
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # never raise out of run(): the task turns this into a clear failure
+            self.log.exception("waiting on %s/%s failed", self.namespace, self.name)
+            yield TriggerEvent({"status": "error", "name": self.name, "message": f"{type(error).__name__}: {error}"})
+
+    async def _wait(self) -> AsyncIterator[TriggerEvent]:
+        watches = workload_watches(self.cluster, self.namespace, self.backend)
+        subscriptions = {key: watch.subscribe() for key, watch in watches.items()}
+        previous = WorkloadState.from_dict(self.last_state) if self.last_state else None
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(w.synced.wait() for w in watches.values())), timeout=self.recheck_seconds * 5
+            )
+            while True:
+                failing = [w for w in watches.values() if w.consecutive_failures >= MAX_API_FAILURES]
+                if failing:
+                    yield TriggerEvent(
+                        {
+                            "status": "error",
+                            "name": self.name,
+                            "message": f"the Kubernetes API failed {failing[0].consecutive_failures} times in a row "
+                            f"watching {failing[0].resource.plural}: {failing[0].last_error}",
+                        }
+                    )
+                    return
+                observation = observe(self.backend, self.name, self.namespace, watches)
+                state = workload_state(observation)
+                await self._capture_failure(observation)
+                line = transition_line(previous, state)
+                if line:
+                    self.log.info("%s/%s: %s", self.namespace, self.name, line)
+                previous = state
+                if state.phase.finished or self._reached(state):
+                    yield TriggerEvent(
+                        {"status": "finished", "name": self.name, "state": state.to_dict(), "failure": self._failure}
+                    )
+                    return
+                remaining = None if self.deadline is None else self.deadline - time.time()
+                if remaining is not None and remaining <= 0:
+                    deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
+                    yield TriggerEvent(
+                        {"status": "timeout", "name": self.name, "state": state.to_dict(), "deleted": deleted}
+                    )
+                    return
+                wait = self.recheck_seconds if remaining is None else min(self.recheck_seconds, remaining)
+                await wait_for_change(list(subscriptions.values()), wait)
+        finally:
+            for key, subscription in subscriptions.items():
+                watches[key].unsubscribe(subscription)
+
+    async def _capture_failure(self, observation: Observation) -> None:
+        """Read a failed container's last log lines as soon as it fails: its pod may soon be deleted."""
+        failed = failed_container(observation)
+        if failed is None:
+            return
+        pod, container, exit_code = failed
+        if self._failure and (self._failure["pod"], self._failure["container"]) == (pod, container):
+            return
+        lines = await AsyncPathwaysHook(self.cluster).read_log_tail(self.namespace, pod, container)
+        self._failure = {"pod": pod, "container": container, "exit_code": exit_code, "log_tail": lines}
+
+    def _reached(self, state: WorkloadState) -> bool:
+        """A sensor's target: ``RUNNING`` means running with every slice ready."""
+        if self.until_phase is None:
+            return False
+        if self.until_phase == "RUNNING":
+            return state.phase.value == "RUNNING" and state.slices_ready >= state.slices_total
+        return state.phase.value == self.until_phase
+
+    async def _delete(self, why: str) -> bool:
+        resource = workload_resource(self.backend)
+        self.log.info("deleting %s %s/%s: %s", resource.kind, self.namespace, self.name, why)
+        return await AsyncPathwaysHook(self.cluster).delete(resource, self.namespace, self.name, propagation="Foreground")
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task (mark failed, clear): delete what it was running.
+
+        A sensor only watches a workload someone else owns, so it deletes nothing.
+        """
+        if self.until_phase is None:
+            await asyncio.wait_for(self._delete("the task was killed while deferred"), timeout=60)

@@ -1,0 +1,193 @@
+"""PathwaysJobOperator, PathwaysJobTrigger and PathwaysHook against the local cluster, in-process.
+
+DAG-level behaviour (real Airflow running the task) is in tests/e2e; here the operator's
+execute() is called directly so a test can stop it where a worker crash would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+
+from pathways_airflow.exceptions import ForeignWorkloadError
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.operators import PathwaysJobOperator
+from pathways_airflow.resources import JOBSET, PATHWAYSJOB
+from pathways_airflow.spec import TaskIdentity
+from pathways_airflow.spec.names import TASK_KEY_LABEL
+from pathways_airflow.triggers.workload import PathwaysJobTrigger
+
+
+@pytest.fixture(autouse=True)
+def kubernetes_connection(pathways_cluster, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
+        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}),
+    )
+
+
+@dataclass
+class TaskInstance:
+    """The task instance fields the operator reads (identity, XCom) for an in-process call."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+    xcoms: dict = field(default_factory=dict)
+    start_date: object = None
+
+    def xcom_push(self, key, value):
+        self.xcoms[key] = value
+
+
+def operator(task_id: str, **overrides) -> PathwaysJobOperator:
+    params = dict(
+        tpu="v5e", topology="2x4", num_slices=1, pathways_dir="gs://pathways-demo/tmp", image="python:3.11",
+        command=["python3", "serve.py"], env={"PATHWAYS_TESTING_PROGRAM": "idle"}, deferrable=True,
+    )
+    params.update(overrides)
+    return PathwaysJobOperator(task_id=task_id, **params)
+
+
+def ours(hook: PathwaysHook, resource, identity: TaskIdentity) -> list[dict]:
+    return hook.list(resource, "default", label_selector=f"{TASK_KEY_LABEL}={identity.key}")
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_retry_after_a_crash_between_submit_and_defer_reattaches(pathways_cluster):
+    hook = PathwaysHook()
+    ti = TaskInstance("dag", "reattach", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    with pytest.raises(TaskDeferred) as first:
+        operator("reattach").execute({"ti": ti})
+    submitted = ours(hook, PATHWAYSJOB, identity)
+    assert [o["metadata"]["name"] for o in submitted] == [identity.workload_name()]
+    # The worker dies here; Airflow retries the task on another worker.
+    retry_ti = TaskInstance("dag", "reattach", "run-1")
+    with pytest.raises(TaskDeferred) as second:
+        operator("reattach").execute({"ti": retry_ti})
+    again = ours(hook, PATHWAYSJOB, identity)
+    assert [o["metadata"]["uid"] for o in again] == [submitted[0]["metadata"]["uid"]]
+    assert first.value.trigger.serialize() == second.value.trigger.serialize()
+    hook.delete(PATHWAYSJOB, "default", identity.workload_name())
+
+
+def test_a_failed_earlier_attempt_is_replaced_by_a_new_name_and_deleted(pathways_cluster):
+    hook = PathwaysHook()
+    ti = TaskInstance("dag", "replace", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    failing = operator("replace", backend="jobset", env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "3"}, command=["bash", "-c", "exit 3"])
+    with pytest.raises(TaskDeferred):
+        failing.execute({"ti": ti})
+    wait_for(lambda: (js := hook.get(JOBSET, "default", identity.workload_name())) and js.get("status", {}).get("terminalState") == "Failed")
+    with pytest.raises(TaskDeferred) as retried:
+        operator("replace", backend="jobset").execute({"ti": TaskInstance("dag", "replace", "run-1")})
+    names = [o["metadata"]["name"] for o in ours(hook, JOBSET, identity) if not o["metadata"].get("deletionTimestamp")]
+    assert names == [identity.workload_name(attempt=1)]
+    assert retried.value.trigger.name == identity.workload_name(attempt=1)
+    hook.delete(JOBSET, "default", identity.workload_name(attempt=1))
+
+
+def test_409_adopts_our_object_and_refuses_a_foreign_one(pathways_cluster):
+    hook = PathwaysHook()
+    identity = TaskIdentity("dag", "conflict", "run-1")
+    foreign = operator("conflict").render_manifest({"ti": TaskInstance("dag", "conflict", "run-1")})
+    foreign["metadata"]["labels"] = {"team": "someone-else"}
+    hook.create(foreign)
+    with pytest.raises(ForeignWorkloadError, match="refusing to adopt"):
+        operator("conflict").execute({"ti": TaskInstance("dag", "conflict", "run-1")})
+    hook.delete(PATHWAYSJOB, "default", identity.workload_name())
+    wait_for(lambda: hook.get(PATHWAYSJOB, "default", identity.workload_name()) is None)
+    ours_manifest = operator("conflict").render_manifest({"ti": TaskInstance("dag", "conflict", "run-1")})
+    adoption = hook.create_or_adopt(ours_manifest, identity.key)
+    assert adoption.created
+    again = hook.create_or_adopt(ours_manifest, identity.key)
+    assert not again.created and again.obj["metadata"]["uid"] == adoption.obj["metadata"]["uid"]
+    hook.delete(PATHWAYSJOB, "default", identity.workload_name())
+
+
+def run_trigger(trigger: PathwaysJobTrigger, during=None, timeout: float = 60.0) -> dict:
+    async def main():
+        classpath, kwargs = trigger.serialize()
+        fresh = PathwaysJobTrigger(**kwargs)
+        events = fresh.run()
+        task = asyncio.ensure_future(events.__anext__())
+        if during:
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(during)
+        event = await asyncio.wait_for(task, timeout)
+        await events.aclose()
+        await AsyncPathwaysHook.close_all()
+        return event.payload
+
+    return asyncio.run(main())
+
+
+def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> PathwaysHook:
+    from pathways_airflow.spec import build_workload, render
+
+    hook = PathwaysHook()
+    workload = build_workload(
+        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext",
+        command=["python3", "-m", "MaxText.train", f"steps={steps}", "checkpoint_period=10"],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2"},
+    )
+    hook.create(render(workload, backend=backend, name=name, namespace="default"))
+    return hook
+
+
+def test_the_trigger_survives_dropped_watches_410_and_500s_and_reports_the_end(pathways_cluster):
+    submit_training("robust")
+
+    def chaos():
+        pathways_cluster.drop_watches()
+        pathways_cluster.compact()
+        pathways_cluster.inject_fault(r"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets$", status=500, count=4, methods=["GET"])
+        time.sleep(0.3)
+        pathways_cluster.drop_watches()
+
+    trigger = PathwaysJobTrigger(name="robust", namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=5)
+    payload = run_trigger(trigger, during=chaos)
+    assert payload["status"] == "finished" and payload["state"]["phase"] == "SUCCEEDED"
+    PathwaysHook().delete(JOBSET, "default", "robust")
+
+
+def test_the_trigger_deletes_the_workload_when_the_task_times_out(pathways_cluster):
+    hook = submit_training("timeout", steps=10_000)
+    trigger = PathwaysJobTrigger(name="timeout", namespace="default", backend="jobset", target=ClusterTarget().to_dict(), deadline=time.time() + 2)
+    payload = run_trigger(trigger)
+    assert payload["status"] == "timeout" and payload["deleted"] is True
+    wait_for(lambda: hook.get(JOBSET, "default", "timeout") is None)
+
+
+def test_trigger_on_kill_deletes_the_workload(pathways_cluster):
+    hook = submit_training("killed", steps=10_000)
+    trigger = PathwaysJobTrigger(name="killed", namespace="default", backend="jobset", target=ClusterTarget().to_dict())
+    asyncio.run(trigger.on_kill())
+    wait_for(lambda: hook.get(JOBSET, "default", "killed") is None)
+    wait_for(lambda: not pathways_cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": "killed"}))
+
+
+def test_operator_on_kill_deletes_what_it_submitted(pathways_cluster):
+    hook = PathwaysHook()
+    ti = TaskInstance("dag", "onkill", "run-1")
+    task = operator("onkill")
+    with pytest.raises(TaskDeferred):
+        task.execute({"ti": ti})
+    task.on_kill()
+    name = TaskIdentity("dag", "onkill", "run-1").workload_name()
+    wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None)

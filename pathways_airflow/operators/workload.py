@@ -486,6 +486,11 @@ class PathwaysJobOperator(BaseOperator):
             lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES)
             if lines:
                 parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
+            else:
+                parts.append(
+                    "Its log could not be read: the pod was deleted with its failed Job"
+                    + (" (see the Cloud Logging link of this task)." if self.cluster_name else ".")
+                )
         parts.append(self._kubectl_hint(name))
         return "\n".join(parts)
 

@@ -191,3 +191,26 @@ def test_operator_on_kill_deletes_what_it_submitted(pathways_cluster):
     task.on_kill()
     name = TaskIdentity("dag", "onkill", "run-1").workload_name()
     wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None)
+
+
+def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_and_log(pathways_cluster):
+    """The failed head pod is deleted with its Job; the trigger keeps what it saw of it."""
+    from pathways_airflow.spec import build_workload, render
+
+    hook = PathwaysHook()
+    workload = build_workload(
+        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext", max_restarts=0,
+        command=["python3", "-m", "MaxText.train", "steps=50", "checkpoint_period=10"],
+        env={"PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+    )
+    hook.create(render(workload, backend="pathwaysjob", name="userbug-pj", namespace="default"))
+    trigger = PathwaysJobTrigger(name="userbug-pj", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict())
+    payload = run_trigger(trigger)
+    state = payload["state"]
+    assert (state["phase"], state["cause"], state["exit_code"]) == ("FAILED", "USER_CODE", 3)
+    failure = payload["failure"]
+    assert failure["exit_code"] == 3 and failure["container"] == "main"
+    # The Job controller deletes the failed head pod at once, and its log with it: the trigger
+    # reads the log when it can, and the message says where to look when it cannot.
+    assert isinstance(failure["log_tail"], list)
+    hook.delete(PATHWAYSJOB, "default", "userbug-pj")

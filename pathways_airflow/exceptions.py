@@ -40,3 +40,19 @@ class InfrastructureError(PathwaysError):
 
 class KubernetesApiError(PathwaysError):
     """The Kubernetes API kept failing after retries."""
+
+
+class DisruptionBudgetExhausted(PathwaysError):
+    """More disruptions (maintenance, preemption, slice loss) than ``max_disruptions`` allows."""
+
+    def __init__(self, message: str, *, disruptions: list[dict] | None = None):
+        super().__init__(message)
+        self.disruptions = disruptions or []
+
+
+class RetryableUserCodeError(PathwaysError):
+    """A user-code failure the DAG asked to retry (``retry_user_errors=True``)."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -17,8 +17,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
+from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.exceptions import (
     BadSpecError,
+    DisruptionBudgetExhausted,
+    RetryableUserCodeError,
     InfrastructureError,
     KubernetesApiError,
     UserCodeError,
@@ -26,13 +29,15 @@ from pathways_airflow.exceptions import (
 )
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.resources import workload_resource
+from pathways_airflow.state.disruption import Classification, Verdict, summarize
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.progress import steps_recomputed
 from pathways_airflow.state.status import failed_container
 from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import TaskIdentity, check_name_prefix, is_dns1123_label
-from pathways_airflow.spec.render import BACKENDS
+from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix, is_dns1123_label
+from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
 from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload
 
 if TYPE_CHECKING:
@@ -125,6 +130,15 @@ class PathwaysJobOperator(BaseOperator):
         ``[operators] default_deferrable``).
     :param delete_on_finish: delete the workload once it has finished, after its result and the
         failing container's log lines have been read (default True: nothing is left behind).
+    :param max_disruptions: how many times maintenance, preemption or slice loss may end the
+        workload before the task fails; each time a fresh workload is submitted (next attempt
+        name) and resumes from the newest committed checkpoint. Separate from Airflow ``retries``.
+    :param wait_for_maintenance: before resubmitting, report which slices are still under
+        maintenance; the new workload is scheduled once enough slices are back.
+    :param retry_user_errors: let Airflow retry a user-code failure (default: fail at once).
+    :param system_exit_codes: exit codes that mean "the system failed" rather than "the program
+        is wrong" (default: xpk's 42 and 127–255). The jobset backend fails its JobSet at once on
+        any other non-zero exit of the main container.
     """
 
     template_fields: Sequence[str] = (
@@ -196,6 +210,10 @@ class PathwaysJobOperator(BaseOperator):
         name_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         delete_on_finish: bool = True,
+        max_disruptions: int = 3,
+        wait_for_maintenance: bool = True,
+        retry_user_errors: bool = False,
+        system_exit_codes: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -241,6 +259,11 @@ class PathwaysJobOperator(BaseOperator):
         self.name_prefix = name_prefix
         self.deferrable = deferrable
         self.delete_on_finish = delete_on_finish
+        self.max_disruptions = max_disruptions
+        self.wait_for_maintenance = wait_for_maintenance
+        self.retry_user_errors = retry_user_errors
+        self.system_exit_codes = tuple(system_exit_codes) if system_exit_codes is not None else XPK_SYSTEM_EXIT_CODES
+        self._resume: Checkpoint | None = None
         self._submitted: tuple[str, str] | None = None
         # Fail at DAG parse time for everything already known; templated values are checked
         # again once rendered, before anything is submitted.
@@ -262,6 +285,11 @@ class PathwaysJobOperator(BaseOperator):
         }
         if not (only_known and looks_templated(placement)):
             problems.extend(_placement_problems(**placement))
+        if not isinstance(self.max_disruptions, int) or isinstance(self.max_disruptions, bool) or not 0 <= self.max_disruptions <= MAX_ATTEMPT - 1:
+            problems.append(SpecProblem("max_disruptions", self.max_disruptions, f"must be an integer between 0 and {MAX_ATTEMPT - 1}"))
+        bad_codes = [c for c in self.system_exit_codes if not isinstance(c, int) or not 1 <= c <= 255]
+        if bad_codes:
+            problems.append(SpecProblem("system_exit_codes", bad_codes[0], "exit codes are integers from 1 to 255"))
         if not (only_known and looks_templated(self._workload_arguments())):
             try:
                 self.workload()
@@ -271,7 +299,10 @@ class PathwaysJobOperator(BaseOperator):
             raise InvalidWorkloadSpec(problems)
 
     def _workload_arguments(self) -> dict[str, Any]:
-        return {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
+        arguments = {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
+        if self._resume is not None and self.image is not None:
+            arguments["env"] = with_resume_env(arguments["env"], self._resume)
+        return arguments
 
     def workload(self) -> Workload:
         """The validated workload from the operator's current (rendered) parameters."""
@@ -301,6 +332,7 @@ class PathwaysJobOperator(BaseOperator):
             namespace=self.namespace,
             labels=identity.labels(attempt),
             annotations=identity.annotations(),
+            failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),
         )
 
 
@@ -340,11 +372,19 @@ class PathwaysJobOperator(BaseOperator):
         name = identity.workload_name(plan.attempt, self.name_prefix)
         started = time.time()
         if plan.reuse is None and plan.adopt is None:
+            self._resume = self._newest_checkpoint() if plan.attempt > 0 else None
             adoption = self.hook.create_or_adopt(self.render_manifest(context, attempt=plan.attempt), identity.key)
             verb = "submitted" if adoption.created else "adopted the existing"
             self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))
         self._submitted = (self.namespace, name)
-        record = {"name": name, "namespace": self.namespace, "backend": self.backend, "attempt": plan.attempt, "started": started}
+        record = {
+            "name": name,
+            "namespace": self.namespace,
+            "backend": self.backend,
+            "attempt": plan.attempt,
+            "started": started,
+            "disruptions": recorded.get("disruptions", []),
+        }
         _store_set(store, record)
         context["ti"].xcom_push(key=STATE_KEY, value={**record, **self._link_fields()})
         if plan.reuse is not None:
@@ -378,7 +418,13 @@ class PathwaysJobOperator(BaseOperator):
                 f"lost track of {record['name']}: {event.get('message')}. The workload was left running; "
                 f"a retry of this task re-attaches to it. {self._kubectl_hint(record['name'])}"
             )
-        return self._complete(context, record, WorkloadState.from_dict(event["state"]), event.get("failure"))
+        state = WorkloadState.from_dict(event["state"])
+        classification = Classification.from_dict(event["classification"]) if event.get("classification") else None
+        record = {**record, "disruptions": [*record.get("disruptions", []), *self._jobset_restarts(event)]}
+        resubmittable = state.cause not in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED)
+        if state.phase is Phase.FAILED and resubmittable and classification is not None and classification.verdict.is_disruption:
+            return self._resubmit_after_disruption(context, record, state, classification, event)
+        return self._complete(context, record, state, event.get("failure"), classification)
 
     def _recorded(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The submission record when the resume did not carry it (the task state store, XCom)."""
@@ -391,6 +437,7 @@ class PathwaysJobOperator(BaseOperator):
             "backend": record.get("backend", self.backend),
             "attempt": record.get("attempt", 0),
             "started": record.get("started", time.time()),
+            "disruptions": record.get("disruptions", []),
         }
 
     def _trigger(self, context: Context, name: str, last_state: dict[str, Any] | None = None) -> Any:
@@ -426,21 +473,110 @@ class PathwaysJobOperator(BaseOperator):
 
         return self.execute_complete(context, asyncio.run(first_event()), record)
 
+    def _jobset_restarts(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """Restarts the JobSet made by itself (within its own maxRestarts), as disruptions seen."""
+        return [
+            {"time": r["time"], "kind": r["kind"], "evidence": r["evidence"], "handled_by": "JobSet restart", "reached_step": r.get("last_step")}
+            for r in event.get("restarts") or ()
+        ]
+
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        if not self.checkpoint_dir:
+            return None
+        from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
+
+        return newest_committed_checkpoint(self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id)
+
+    def _resubmit_after_disruption(
+        self,
+        context: Context,
+        record: dict[str, Any],
+        state: WorkloadState,
+        classification: Classification,
+        event: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Maintenance, preemption or slice loss ended the workload: submit a fresh one that resumes.
+
+        Runs inside this try: Airflow's retries are not spent, and the old workload is deleted
+        before the next one exists, so there is never more than one.
+        """
+        checkpoint = self._newest_checkpoint()
+        reached = event.get("last_step")
+        disruption = {
+            "time": time.time(),
+            "kind": classification.verdict.value,
+            "evidence": list(classification.evidence),
+            "workload": record["name"],
+            "reached_step": reached,
+            "resumed_from_step": checkpoint.step if checkpoint else None,
+            "steps_recomputed": steps_recomputed(reached, checkpoint.step if checkpoint else None),
+            "seconds_lost": round(time.time() - (event.get("running_since") or record["started"]), 1) if reached is not None else 0.0,
+        }
+        disruptions = [*record.get("disruptions", []), disruption]
+        resubmissions = [d for d in disruptions if d.get("handled_by") != "JobSet restart"]
+        self.log.warning(
+            "%s/%s ended by %s (%s); %d of %d disruptions used",
+            self.namespace, record["name"], classification.verdict.value, "; ".join(classification.evidence[:3]),
+            len(resubmissions), self.max_disruptions,
+        )
+        self.hook.delete(workload_resource(self.backend), self.namespace, record["name"])
+        if len(resubmissions) > self.max_disruptions:
+            lines = "\n".join(
+                f"  - {d['kind']} at {dt.datetime.fromtimestamp(d['time'], dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d['evidence'][:2])}"
+                for d in disruptions
+            )
+            raise DisruptionBudgetExhausted(
+                f"{record['name']}: more disruptions than max_disruptions={self.max_disruptions} "
+                f"({summarize(disruptions)}):\n{lines}",
+                disruptions=disruptions,
+            )
+        if self.wait_for_maintenance:
+            self._report_slices()
+        identity = self.task_identity(context)
+        attempt = record["attempt"] + 1
+        self._resume = checkpoint
+        manifest = self.render_manifest(context, attempt=attempt)
+        self.hook.create_or_adopt(manifest, identity.key)
+        name = manifest["metadata"]["name"]
+        resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "no committed checkpoint to resume from"
+        self.log.info("submitted %s (attempt %d), %s", name, attempt, resumed)
+        new_record = {**record, "name": name, "attempt": attempt, "disruptions": disruptions}
+        _store_set(context.get("task_state_store"), new_record)
+        context["ti"].xcom_push(key=STATE_KEY, value={**new_record, **self._link_fields()})
+        self._submitted = (self.namespace, name)
+        if self.deferrable:
+            self.defer(trigger=self._trigger(context, name), method_name="execute_complete", kwargs={"record": new_record})
+        return self._wait_here(context, new_record)
+
+    def _report_slices(self) -> None:
+        """Say which slices are still down: the new workload waits in the scheduler until they return."""
+        from pathways_airflow.state.slices import slice_readiness, slice_request
+
+        request = slice_request(topology=self.topology, tpu=self.tpu, machine_type=self.machine_type, num_slices=int(self.num_slices))
+        verdict = slice_readiness(self.hook.list_nodes(), request, now=time.time())
+        self.log.info("slices before resubmitting: %s", verdict.summary())
+
     def _complete(
-        self, context: Context, record: dict[str, Any], state: WorkloadState, failure: dict[str, Any] | None = None
+        self,
+        context: Context,
+        record: dict[str, Any],
+        state: WorkloadState,
+        failure: dict[str, Any] | None = None,
+        classification: Classification | None = None,
     ) -> dict[str, Any]:
         name = record["name"]
         observation = self.hook.observe(self.backend, name, self.namespace)
         if state.phase is Phase.SUCCEEDED:
             self._log_main_container_tail(observation)
             result = self._result(record, state)
+            self.log.info("%s: %s", record["name"], result["disruption_summary"])
             _store_set(context.get("task_state_store"), {**record, "result": result})
             self._delete_finished(name)
             return result
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
         self._delete_finished(name)
-        raise _failure_exception(state, message)
+        raise _failure_exception(state, message, classification, self.retry_user_errors)
 
     def _result(self, record: dict[str, Any], state: WorkloadState) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -450,6 +586,8 @@ class PathwaysJobOperator(BaseOperator):
             "state": state.phase.value,
             "restarts": state.restarts,
             "wall_time_seconds": round(time.time() - record["started"], 1),
+            "disruptions": record.get("disruptions", []),
+            "disruption_summary": summarize(record.get("disruptions", [])),
         }
         if self.checkpoint_dir:
             from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
@@ -533,10 +671,30 @@ def _store_set(store: Any, record: dict[str, Any]) -> None:
         store.set(STATE_KEY, record)
 
 
-def _failure_exception(state: WorkloadState, message: str) -> Exception:
+def with_resume_env(env: Any, checkpoint: Checkpoint) -> Any:
+    """The user's env plus ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
+
+    Kubernetes expands ``$(PATHWAYS_RESUME_CHECKPOINT)`` in the command line from these, so a
+    MaxText command can say ``load_full_state_path=$(PATHWAYS_RESUME_CHECKPOINT)/items``.
+    """
+    resume = {"PATHWAYS_RESUME_STEP": str(checkpoint.step), "PATHWAYS_RESUME_CHECKPOINT": checkpoint.uri}
+    if env is None:
+        return resume
+    if isinstance(env, Mapping):
+        return {**env, **resume}
+    return [*(e for e in env if not (isinstance(e, Mapping) and e.get("name") in resume)), *({"name": k, "value": v} for k, v in resume.items())]
+
+
+def _failure_exception(
+    state: WorkloadState, message: str, classification: Classification | None = None, retry_user_errors: bool = False
+) -> Exception:
     """A deterministic failure fails at once; an infrastructure one may be retried."""
-    if state.cause is FailureCause.USER_CODE:
-        return UserCodeError(message, exit_code=state.exit_code)
+    user_error = state.cause is FailureCause.USER_CODE or (classification is not None and classification.verdict is Verdict.USER_ERROR)
+    if user_error:
+        exit_code = state.exit_code if state.exit_code is not None else (classification.exit_code if classification else None)
+        if retry_user_errors:
+            return RetryableUserCodeError(message, exit_code=exit_code)
+        return UserCodeError(message, exit_code=exit_code)
     if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
         return BadSpecError(message)
     if state.cause is FailureCause.DELETED:

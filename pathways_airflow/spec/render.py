@@ -77,12 +77,23 @@ def render(
     namespace: str,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    failure_policy: JobSetFailurePolicy | None = None,
 ) -> dict[str, Any]:
-    """The manifest of ``workload`` for ``backend`` (``"pathwaysjob"`` or ``"jobset"``)."""
+    """The manifest of ``workload`` for ``backend`` (``"pathwaysjob"`` or ``"jobset"``).
+
+    ``failure_policy`` applies to the ``jobset`` backend (a PathwaysJob cannot carry one).
+    """
     if backend == "pathwaysjob":
         return render_pathwaysjob(workload, name=name, namespace=namespace, labels=labels, annotations=annotations)
     if backend == "jobset":
-        return render_jobset(workload, name=name, namespace=namespace, labels=labels, annotations=annotations)
+        return render_jobset(
+            workload,
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            annotations=annotations,
+            failure_policy=failure_policy or JobSetFailurePolicy(),
+        )
     raise ValueError(f"backend={backend!r}: unknown backend; valid: {', '.join(BACKENDS)}")
 
 

@@ -17,9 +17,11 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.state.disruption import Classification, classify, pod_disruption
 from pathways_airflow.state.model import Observation, WorkloadState
-from pathways_airflow.state.status import failed_container, transition_line, workload_state
+from pathways_airflow.state.progress import last_completed_step
+from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
 from pathways_airflow.triggers.watch import SharedWatch, shared_watch, wait_for_change
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -90,6 +92,9 @@ class PathwaysJobTrigger(BaseTrigger):
         self.until_phase = until_phase
         self.delete_on_timeout = delete_on_timeout
         self._failure: dict[str, Any] | None = None
+        self._last_step: int | None = None
+        self._restarts: list[dict[str, Any]] = []
+        self._running_since: float | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -144,13 +149,26 @@ class PathwaysJobTrigger(BaseTrigger):
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 state = workload_state(observation)
                 await self._capture_failure(observation)
+                await self._note_progress(observation, previous, state)
                 line = transition_line(previous, state)
                 if line:
                     self.log.info("%s/%s: %s", self.namespace, self.name, line)
                 previous = state
                 if state.phase.finished or self._reached(state):
+                    classification = None
+                    if state.phase.value == "FAILED":
+                        classification = (await self._classify(observation)).to_dict()
                     yield TriggerEvent(
-                        {"status": "finished", "name": self.name, "state": state.to_dict(), "failure": self._failure}
+                        {
+                            "status": "finished",
+                            "name": self.name,
+                            "state": state.to_dict(),
+                            "failure": self._failure,
+                            "classification": classification,
+                            "last_step": self._last_step,
+                            "restarts": self._restarts,
+                            "running_since": self._running_since,
+                        }
                     )
                     return
                 remaining = None if self.deadline is None else self.deadline - time.time()
@@ -176,6 +194,43 @@ class PathwaysJobTrigger(BaseTrigger):
             return
         lines = await AsyncPathwaysHook(self.cluster).read_log_tail(self.namespace, pod, container)
         self._failure = {"pod": pod, "container": container, "exit_code": exit_code, "log_tail": lines}
+
+    async def _note_progress(self, observation: Observation, previous: WorkloadState | None, state: WorkloadState) -> None:
+        """Remember when the workload first ran, the training step it had reached when a disruption
+        hit (from the head's log, while the head still exists), and each JobSet restart's cause."""
+        if state.phase.value == "RUNNING" and self._running_since is None:
+            self._running_since = time.time()
+        disrupted = state.phase.value in ("RESTARTING", "FAILED") or any(
+            pod_disruption(p) for p in observation.pods
+        )
+        if not disrupted:
+            return
+        if self._last_step is None or (previous is not None and previous.phase.value == "RUNNING"):
+            head = head_pod(observation)
+            if head is not None and not head["metadata"].get("deletionTimestamp"):
+                container = head["spec"]["containers"][0]["name"]
+                lines = await AsyncPathwaysHook(self.cluster).read_log_tail(self.namespace, head["metadata"]["name"], container, 200)
+                step = last_completed_step(lines)
+                if step is not None:
+                    self._last_step = max(step, self._last_step or 0)
+        if state.phase.value == "RESTARTING" and (previous is None or previous.phase.value != "RESTARTING"):
+            classification = await self._classify(observation)
+            self._restarts.append(
+                {"time": time.time(), "kind": classification.verdict.value, "evidence": list(classification.evidence), "last_step": self._last_step}
+            )
+            self.log.info(
+                "%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, classification.verdict.value,
+                "; ".join(classification.evidence[:3]),
+            )
+
+    async def _classify(self, observation: Observation) -> Classification:
+        """Why it stopped: the pods as last seen (deleted ones too), the nodes and Jobs now."""
+        hook = AsyncPathwaysHook(self.cluster)
+        nodes = await hook.list_nodes()
+        jobs = (await hook.list(JOB, self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={self.name}")).get("items") or []
+        return classify(
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset, kueue_workload=observation.kueue_workload
+        )
 
     def _reached(self, state: WorkloadState) -> bool:
         """A sensor's target: ``RUNNING`` means running with every slice ready."""

@@ -25,6 +25,8 @@ for deferrable in (True, False):
             "fail_at_step": Param("", type="string"),
             "exit_code": Param("1", type="string"),
             "backend": Param("pathwaysjob", enum=["pathwaysjob", "jobset"]),
+            "step_seconds": Param("1", type="string"),
+            "max_disruptions": Param(3, type="integer"),
         },
     ):
         PathwaysJobOperator(
@@ -36,12 +38,13 @@ for deferrable in (True, False):
             image="maxtext:latest",
             command=COMMAND,
             env={
-                "PATHWAYS_TESTING_STEP_SECONDS": "1",
+                "PATHWAYS_TESTING_STEP_SECONDS": "{{ params.step_seconds }}",
                 "PATHWAYS_TESTING_FAIL_AT_STEP": "{{ params.fail_at_step }}",
                 "PATHWAYS_TESTING_EXIT_CODE": "{{ params.exit_code }}",
             },
             backend="{{ params.backend }}",
             checkpoint_dir="gs://pathways-demo/e2e/{{ run_id | replace(':', '-') | replace('+', '-') }}/checkpoints",
             deferrable=deferrable,
+            max_disruptions=3,
             retries=0,
         )

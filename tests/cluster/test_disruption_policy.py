@@ -1,0 +1,142 @@
+"""The operator riding out disruptions, run in-process against the local cluster (waiting in the worker)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
+from pathways_airflow.operators import PathwaysJobOperator
+from pathways_airflow.spec import TaskIdentity
+from pathways_airflow.spec.names import TASK_KEY_LABEL
+
+from tests.cluster.test_workload_operator import TaskInstance
+
+
+@pytest.fixture(autouse=True)
+def connections(pathways_cluster, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}))
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+
+
+def training(task_id: str, *, steps: int = 60, step_seconds: str = "10", backend: str = "pathwaysjob", **overrides) -> PathwaysJobOperator:
+    run = f"runs-{task_id}"
+    params = dict(
+        tpu="v5e", topology="2x4", num_slices=1, pathways_dir="gs://pathways-demo/tmp", image="maxtext",
+        command=["python3", "-m", "MaxText.train", "base_output_directory=gs://pathways-demo/policy", f"run_name={run}", f"steps={steps}", "checkpoint_period=10"],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": step_seconds},
+        checkpoint_dir=f"gs://pathways-demo/policy/{run}/checkpoints", backend=backend, deferrable=False,
+    )
+    params.update(overrides)
+    return PathwaysJobOperator(task_id=task_id, **params)
+
+
+class LiveWorkloads:
+    """Samples the cluster while a task runs: how many of its workloads are alive at once."""
+
+    def __init__(self, cluster, identity: TaskIdentity, api="pathways-job.pathways.domain/v1", kind="PathwaysJob"):
+        self.cluster, self.identity, self.api, self.kind = cluster, identity, api, kind
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            items = self.cluster.list(self.api, self.kind, "default", labels={TASK_KEY_LABEL: self.identity.key})
+            live = [i for i in items if not i["metadata"].get("deletionTimestamp") and not (i.get("status") or {}).get("terminalState")]
+            self.most = max(self.most, len(live))
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+
+def when_step(cluster, identity: TaskIdentity, step: int, action) -> threading.Thread:
+    """Run ``action(node_pool_of_the_worker)`` once the training has logged ``completed step: step``."""
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for pod in cluster.list("v1", "Pod", "default"):
+                labels = pod["metadata"].get("labels") or {}
+                name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
+                if not name.startswith(identity.workload_name()) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
+                    continue
+                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], "main")):
+                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker"}) if p["spec"].get("nodeName"))
+                    node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
+                    action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kind"),
+    [("maintenance", "MAINTENANCE"), ("lose_slice", "SLICE_FAILURE")],
+)
+def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathways_cluster, scenario, kind):
+    task_id = f"ride-{scenario.replace('_', '-')}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    trigger = when_step(pathways_cluster, identity, 25, lambda pool: getattr(pathways_cluster, scenario)(pool, **({"duration": 600} if scenario == "maintenance" else {"downtime": 600})))
+    with LiveWorkloads(pathways_cluster, identity) as live:
+        result = training(task_id).execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    trigger.join(1)
+    assert live.most == 1
+    assert result["state"] == "SUCCEEDED"
+    assert result["checkpoint"]["step"] == 59
+    [disruption] = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+    assert disruption["kind"] == kind
+    assert disruption["resumed_from_step"] in (20, 30) and disruption["reached_step"] >= 25
+    assert disruption["steps_recomputed"] == disruption["reached_step"] - disruption["resumed_from_step"]
+    assert result["disruption_summary"].startswith(f"1 disruption (1 {kind.lower().replace('_', ' ')})")
+    assert result["name"] == identity.workload_name(attempt=1)
+
+
+def test_disruptions_beyond_the_budget_fail_the_task_with_the_list(pathways_cluster):
+    task_id = "over-budget"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.maintenance(pool, duration=600))
+    with pytest.raises(DisruptionBudgetExhausted) as caught:
+        training(task_id, max_disruptions=0).execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    message = str(caught.value)
+    assert "more disruptions than max_disruptions=0" in message and "MAINTENANCE at" in message
+    assert caught.value.disruptions[0]["kind"] == "MAINTENANCE"
+    assert not pathways_cluster.list("pathways-job.pathways.domain/v1", "PathwaysJob", "default", labels={TASK_KEY_LABEL: identity.key})
+
+
+def test_a_user_bug_fails_at_once_and_is_never_resubmitted(pathways_cluster):
+    task_id = "user-bug"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    task = training(task_id, backend="jobset", env={"PATHWAYS_TESTING_STEP_SECONDS": "1", "PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "1"})
+    with pytest.raises(UserCodeError) as caught:
+        task.execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    assert caught.value.exit_code == 1
+    involved = {e["involvedObject"]["name"] for e in pathways_cluster.list("v1", "Event", "default")}
+    assert identity.workload_name() in involved
+    assert not any(name.startswith(identity.workload_name(attempt=1)) for name in involved), "never resubmitted"
+
+
+def test_a_kueue_eviction_waits_instead_of_failing(pathways_cluster):
+    task_id = "evicted"
+    identity = TaskIdentity("dag", task_id, "run-1")
+
+    def evict(_pool):
+        pathways_cluster.evict_workload("default", jobset=identity.workload_name(), requeue_after=60)
+
+    when_step(pathways_cluster, identity, 12, evict)
+    result = training(task_id, backend="jobset", steps=30, queue_name="multislice-queue").execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    assert result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name()
+    assert not [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]

@@ -1,0 +1,135 @@
+"""The disruption classifier on real-shaped nodes, pods, Jobs and Kueue Workloads."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, summarize
+from pathways_airflow.state.progress import last_completed_step, steps_recomputed
+from pathways_airflow.testing.nodes import node_manifests, tpu_pool
+
+NODE = node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4"))[0]
+NODE_NAME = NODE["metadata"]["name"]
+
+
+def node(**labels) -> dict:
+    changed = copy.deepcopy(NODE)
+    changed["metadata"]["labels"].update(labels)
+    return changed
+
+
+def tainted(base: dict) -> dict:
+    changed = copy.deepcopy(base)
+    changed["spec"]["taints"].append({"key": "cloud.google.com/impending-node-termination", "value": "true", "effect": "NoSchedule"})
+    return changed
+
+
+def pod(name="train-worker-0-0-abcde", *, job="worker", exit_code=None, disruption=None, reason=None, last_exit=None) -> dict:
+    status = {"phase": "Failed" if exit_code is not None or reason else "Running", "conditions": []}
+    if disruption:
+        status["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": disruption, "message": "Pod was terminated in response to imminent node shutdown."})
+    if reason:
+        status["reason"] = reason
+    state = {"terminated": {"exitCode": exit_code, "reason": "Error"}} if exit_code is not None else {"running": {}}
+    container = {"name": "main" if job == "pathways-head" else "pathways-worker", "state": state}
+    if last_exit is not None:
+        container["lastState"] = {"terminated": {"exitCode": last_exit}}
+    status["containerStatuses"] = [container]
+    return {
+        "metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/replicatedjob-name": job, "jobset.sigs.k8s.io/restart-attempt": "0"}},
+        "spec": {"nodeName": NODE_NAME},
+        "status": status,
+    }
+
+
+def test_host_maintenance():
+    verdict = classify(pods=[pod(exit_code=143, disruption="TerminationByKubelet", reason="Terminated")], nodes=[tainted(node(**{"cloud.google.com/active-node-maintenance": "ONGOING"}))])
+    assert verdict.verdict is Verdict.MAINTENANCE
+    assert any("active-node-maintenance=ONGOING" in e for e in verdict.evidence)
+    assert any("DisruptionTarget (TerminationByKubelet)" in e for e in verdict.evidence)
+
+
+def test_scheduled_maintenance_with_the_termination_taint_is_maintenance():
+    verdict = classify(pods=[pod(reason="Terminated")], nodes=[tainted(node(**{"cloud.google.com/scheduled-maintenance-time": "1790000000"}))])
+    assert verdict.verdict is Verdict.MAINTENANCE
+
+
+def test_spot_preemption():
+    verdict = classify(pods=[pod(exit_code=143, disruption="TerminationByKubelet")], nodes=[tainted(node(**{"cloud.google.com/gke-spot": "true"}))])
+    assert verdict.verdict is Verdict.PREEMPTION
+
+
+def test_preemption_by_the_scheduler_without_node_evidence():
+    assert classify(pods=[pod(disruption="PreemptionByScheduler")], nodes=[NODE]).verdict is Verdict.PREEMPTION
+
+
+def test_slice_loss_from_a_node_that_is_not_ready_or_gone():
+    lost = copy.deepcopy(NODE)
+    lost["status"]["conditions"] = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]
+    assert classify(pods=[pod(disruption="DeletionByTaintManager")], nodes=[lost]).verdict is Verdict.SLICE_FAILURE
+    assert classify(pods=[pod(disruption="DeletionByTaintManager")], nodes=[]).verdict is Verdict.SLICE_FAILURE
+
+
+def test_kueue_eviction():
+    workload = {"status": {"conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a workload"}]}}
+    verdict = classify(pods=[], nodes=[], kueue_workload=workload)
+    assert verdict.verdict is Verdict.QUEUE_EVICTION and "Preempted" in verdict.evidence[0]
+
+
+def test_a_user_error_has_its_exit_code_and_container():
+    verdict = classify(pods=[pod("train-pathways-head-0-0-x", job="pathways-head", exit_code=1)], nodes=[NODE])
+    assert (verdict.verdict, verdict.exit_code, verdict.container) == (Verdict.USER_ERROR, 1, "main")
+
+
+def test_a_restarted_container_is_judged_by_its_last_exit():
+    verdict = classify(pods=[pod("h", job="pathways-head", last_exit=3)], nodes=[NODE])
+    assert (verdict.verdict, verdict.exit_code) == (Verdict.USER_ERROR, 3)
+
+
+def test_exit_143_with_a_disruption_target_is_a_disruption_even_on_a_healthy_node():
+    head = pod("h", job="pathways-head", exit_code=143, disruption="EvictionByEvictionAPI")
+    assert classify(pods=[head], nodes=[NODE]).verdict is Verdict.UNKNOWN_INFRA
+    assert classify(pods=[head], nodes=[NODE]).verdict.is_disruption
+
+
+@pytest.mark.parametrize(("code", "verdict"), [(143, Verdict.UNKNOWN_INFRA), (42, Verdict.UNKNOWN_INFRA), (1, Verdict.USER_ERROR), (2, Verdict.USER_ERROR)])
+def test_without_disruption_evidence_the_exit_code_policy_decides(code, verdict):
+    assert classify(pods=[pod("h", job="pathways-head", exit_code=code)], nodes=[NODE]).verdict is verdict
+
+
+def test_exit_code_classes_can_be_overridden():
+    policy = ExitCodePolicy(frozenset({1}))
+    assert classify(pods=[pod("h", job="pathways-head", exit_code=1)], nodes=[NODE], exit_codes=policy).verdict is Verdict.UNKNOWN_INFRA
+    assert classify(pods=[pod("h", job="pathways-head", exit_code=143)], nodes=[NODE], exit_codes=policy).verdict is Verdict.USER_ERROR
+
+
+def test_evidence_from_an_earlier_restart_attempt_does_not_excuse_the_current_one():
+    old = pod("w-old", disruption="TerminationByKubelet")
+    old["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "0"
+    head = pod("h", job="pathways-head", exit_code=1)
+    head["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "1"
+    verdict = classify(pods=[old, head], nodes=[NODE], jobset={"status": {"restarts": 1}})
+    assert verdict.verdict is Verdict.USER_ERROR
+
+
+def test_a_job_failed_by_its_pod_failure_policy_on_disruption_is_infrastructure():
+    job = {"metadata": {"name": "train-worker-0"}, "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "Pod default/x has condition DisruptionTarget matching FailJob rule at index 0"}]}}
+    assert classify(pods=[], nodes=[], jobs=[job]).verdict is Verdict.UNKNOWN_INFRA
+
+
+def test_summary_line():
+    disruptions = [
+        {"kind": "MAINTENANCE", "steps_recomputed": 60, "seconds_lost": 480},
+        {"kind": "MAINTENANCE", "steps_recomputed": 40, "seconds_lost": 300},
+        {"kind": "PREEMPTION", "steps_recomputed": 40, "seconds_lost": 300},
+    ]
+    assert summarize(disruptions) == "3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min lost"
+    assert summarize([]) == "no disruptions"
+
+
+def test_progress_from_maxtext_logs():
+    lines = ["completed step: 34, seconds: 1.0", "saving checkpoint for step 29", "completed step: 35, seconds: 1.0"]
+    assert last_completed_step(lines) == 35 and last_completed_step(["nothing"]) is None
+    assert steps_recomputed(35, 30) == 5 and steps_recomputed(35, None) == 36 and steps_recomputed(None, 30) == 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.resources import POD, workload_resource
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import is_dns1123_label
@@ -17,10 +17,8 @@ from pathways_airflow.spec.render import BACKENDS
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from pathways_airflow.hooks.pathways import PathwaysHook
 
-
-class DeletePathwaysJobOperator(BaseOperator):
+class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     """Delete a PathwaysJob or JobSet (foreground: dependents first) and wait for its pods to go.
 
     Use it as an Airflow teardown task, or to clean up a workload by name. A workload that is
@@ -30,7 +28,7 @@ class DeletePathwaysJobOperator(BaseOperator):
     :param wait_seconds: how long to wait for the pods to terminate (0: do not wait).
     """
 
-    template_fields: Sequence[str] = ("name", "namespace", "backend")
+    template_fields: Sequence[str] = ("name", "namespace", "backend", *CLUSTER_TEMPLATE_FIELDS)
 
     def __init__(
         self,
@@ -52,30 +50,16 @@ class DeletePathwaysJobOperator(BaseOperator):
         self.name = name
         self.namespace = namespace
         self.backend = backend
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.use_dns_endpoint = use_dns_endpoint
-        self.wait_seconds = wait_seconds
-
-    @cached_property
-    def hook(self) -> PathwaysHook:
-        from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
-
-        return PathwaysHook(
-            ClusterTarget(
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                project_id=self.project_id,
-                location=self.location,
-                cluster_name=self.cluster_name,
-                gcp_conn_id=self.gcp_conn_id,
-                impersonation_chain=self.impersonation_chain,
-                use_dns_endpoint=self.use_dns_endpoint,
-            )
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
         )
+        self.wait_seconds = wait_seconds
 
     def execute(self, context: Context) -> bool:
         problems = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -18,6 +17,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from pathways_airflow.checkpoints import Checkpoint
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.exceptions import (
     BadSpecError,
     DisruptionBudgetExhausted,
@@ -42,9 +42,6 @@ from pathways_airflow.spec.workload import CustomComponent, Workload, build_work
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-if TYPE_CHECKING:
-    from pathways_airflow.hooks.pathways import PathwaysHook
 
 DRY_RUN_RUN_ID = "dry-run"
 STATE_KEY = "pathways_workload"
@@ -102,7 +99,7 @@ def looks_templated(value: Any) -> bool:
     return hasattr(value, "resolve") or hasattr(value, "iter_references")
 
 
-class PathwaysJobOperator(BaseOperator):
+class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     """Submit a Pathways workload to TPU slices on GKE.
 
     :param tpu: TPU generation or machine type shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``,
@@ -147,11 +144,7 @@ class PathwaysJobOperator(BaseOperator):
         "backend",
         "checkpoint_dir",
         "name_prefix",
-        "kubernetes_conn_id",
-        "project_id",
-        "location",
-        "cluster_name",
-        "gcp_conn_id",
+        *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
         "env": "json",
@@ -248,13 +241,15 @@ class PathwaysJobOperator(BaseOperator):
         self.annotations = annotations
         self.backend = backend
         self.namespace = namespace
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.use_dns_endpoint = use_dns_endpoint
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+        )
         self.checkpoint_dir = checkpoint_dir
         self.name_prefix = name_prefix
         self.deferrable = deferrable
@@ -338,22 +333,6 @@ class PathwaysJobOperator(BaseOperator):
 
     # --- running: submit, wait, report ----------------------------------------------------------
 
-    @cached_property
-    def hook(self) -> PathwaysHook:
-        from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
-
-        return PathwaysHook(
-            ClusterTarget(
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                project_id=self.project_id,
-                location=self.location,
-                cluster_name=self.cluster_name,
-                gcp_conn_id=self.gcp_conn_id,
-                impersonation_chain=self.impersonation_chain,
-                use_dns_endpoint=self.use_dns_endpoint,
-            )
-        )
-
     def execute(self, context: Context) -> dict[str, Any]:
         self.validate()
         identity = self.task_identity(context)
@@ -421,8 +400,7 @@ class PathwaysJobOperator(BaseOperator):
         state = WorkloadState.from_dict(event["state"])
         classification = Classification.from_dict(event["classification"]) if event.get("classification") else None
         record = {**record, "disruptions": [*record.get("disruptions", []), *self._jobset_restarts(event)]}
-        resubmittable = state.cause not in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED)
-        if state.phase is Phase.FAILED and resubmittable and classification is not None and classification.verdict.is_disruption:
+        if state.phase is Phase.FAILED and classification is not None and disrupted(state, classification):
             return self._resubmit_after_disruption(context, record, state, classification, event)
         return self._complete(context, record, state, event.get("failure"), classification)
 
@@ -669,6 +647,20 @@ def _store_get(store: Any) -> dict[str, Any] | None:
 def _store_set(store: Any, record: dict[str, Any]) -> None:
     if store is not None:
         store.set(STATE_KEY, record)
+
+
+def disrupted(state: WorkloadState, classification: Classification) -> bool:
+    """Resubmit? Only when infrastructure ended the workload, never for a bug or a refused spec.
+
+    A user-code verdict from the state core stands unless the classifier found real disruption
+    evidence (maintenance, preemption, a lost slice): a program that exits 1 after losing its
+    slice is not a bug, but an exit 1 with no such evidence is.
+    """
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
+        return False
+    if state.cause is FailureCause.USER_CODE and classification.verdict is Verdict.UNKNOWN_INFRA:
+        return False
+    return classification.verdict.is_disruption
 
 
 def with_resume_env(env: Any, checkpoint: Checkpoint) -> Any:

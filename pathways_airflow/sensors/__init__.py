@@ -7,11 +7,9 @@ CheckpointSensor`` works as usual), so importing the package costs nothing until
 from __future__ import annotations
 
 import importlib
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
     from pathways_airflow.sensors.checkpoint import CheckpointSensor
     from pathways_airflow.sensors.slices import TpuSliceReadinessSensor
     from pathways_airflow.sensors.workload import PathwaysJobSensor
@@ -22,7 +20,7 @@ _EXPORTS = {
     "PathwaysJobSensor": "pathways_airflow.sensors.workload",
 }
 
-CLUSTER_TEMPLATE_FIELDS: Sequence[str] = ("kubernetes_conn_id", "project_id", "location", "cluster_name", "gcp_conn_id")
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 
 
 def __getattr__(name: str) -> Any:
@@ -31,56 +29,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class ClusterSensorMixin:
-    """Where a sensor reads the cluster: a Kubernetes connection, or a GKE cluster, as the operator takes it."""
-
-    kubernetes_conn_id: str | None
-    project_id: str | None
-    location: str | None
-    cluster_name: str | None
-    gcp_conn_id: str
-    impersonation_chain: str | Sequence[str] | None
-    use_dns_endpoint: bool
-
-    def set_cluster(
-        self,
-        *,
-        kubernetes_conn_id: str | None,
-        project_id: str | None,
-        location: str | None,
-        cluster_name: str | None,
-        gcp_conn_id: str,
-        impersonation_chain: str | Sequence[str] | None,
-        use_dns_endpoint: bool,
-    ) -> None:
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.project_id = project_id
-        self.location = location
-        self.cluster_name = cluster_name
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
-        self.use_dns_endpoint = use_dns_endpoint
-
-    def cluster_target(self) -> ClusterTarget:
-        from pathways_airflow.hooks.pathways import ClusterTarget
-
-        chain = self.impersonation_chain
-        return ClusterTarget(
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            project_id=self.project_id,
-            location=self.location,
-            cluster_name=self.cluster_name,
-            gcp_conn_id=self.gcp_conn_id,
-            impersonation_chain=tuple(chain) if isinstance(chain, (list, tuple)) else chain,
-            use_dns_endpoint=self.use_dns_endpoint,
-        )
-
-    @cached_property
-    def hook(self) -> PathwaysHook:
-        """One hook (one API client) for the task's life, built from the rendered fields."""
-        from pathways_airflow.hooks.pathways import PathwaysHook
-
-        return PathwaysHook(self.cluster_target())
-
-
-__all__ = ["CheckpointSensor", "ClusterSensorMixin", "PathwaysJobSensor", "TpuSliceReadinessSensor"]
+__all__ = ["CLUSTER_TEMPLATE_FIELDS", "CheckpointSensor", "ClusterConnectionMixin", "PathwaysJobSensor", "TpuSliceReadinessSensor"]

@@ -17,7 +17,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 
 from pathways_airflow.exceptions import KubernetesApiError
-from pathways_airflow.sensors import CLUSTER_TEMPLATE_FIELDS, ClusterSensorMixin
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.state.slices import (
     ACCELERATOR_LABEL,
     TOPOLOGY_LABEL,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class TpuSliceReadinessSensor(ClusterSensorMixin, BaseSensorOperator):
+class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
     """Wait until ``num_slices`` TPU slices (node pools) of ``tpu``/``machine_type`` and ``topology`` are ready.
 
     :param tpu: TPU generation shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``, ``"tpu7x"``),

@@ -18,7 +18,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, PathwaysError, UserCodeError
-from pathways_airflow.sensors import CLUSTER_TEMPLATE_FIELDS, ClusterSensorMixin
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
@@ -82,7 +82,7 @@ def failure_of(state: WorkloadState, where: str, phase: str) -> PathwaysError:
 # --- the sensor --------------------------------------------------------------------------------
 
 
-class PathwaysJobSensor(ClusterSensorMixin, BaseSensorOperator):
+class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
     """Wait until workload ``name`` reaches ``phase``; fail if it ends FAILED first.
 
     :param name: the PathwaysJob's (or JobSet's) name, e.g. from the operator's XCom

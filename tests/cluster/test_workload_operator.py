@@ -201,7 +201,7 @@ def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_an
     workload = build_workload(
         tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext", max_restarts=0,
         command=["python3", "-m", "MaxText.train", "steps=50", "checkpoint_period=10"],
-        env={"PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+        env={"PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3", "PATHWAYS_TESTING_STEP_SECONDS": "20"},
     )
     hook.create(render(workload, backend="pathwaysjob", name="userbug-pj", namespace="default"))
     trigger = PathwaysJobTrigger(name="userbug-pj", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict())

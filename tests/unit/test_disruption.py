@@ -133,3 +133,22 @@ def test_progress_from_maxtext_logs():
     lines = ["completed step: 34, seconds: 1.0", "saving checkpoint for step 29", "completed step: 35, seconds: 1.0"]
     assert last_completed_step(lines) == 35 and last_completed_step(["nothing"]) is None
     assert steps_recomputed(35, 30) == 5 and steps_recomputed(35, None) == 36 and steps_recomputed(None, 30) == 0
+
+
+def test_the_operator_resubmits_only_for_infrastructure():
+    from pathways_airflow.operators.workload import disrupted
+    from pathways_airflow.state.disruption import Classification
+    from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+
+    def failed(cause):
+        return WorkloadState(Phase.FAILED, cause=cause)
+
+    maintenance = Classification(Verdict.MAINTENANCE, ("node x: active maintenance",))
+    unknown = Classification(Verdict.UNKNOWN_INFRA, ("no pod shows why it stopped",))
+    assert disrupted(failed(FailureCause.DISRUPTION), maintenance)
+    assert disrupted(failed(FailureCause.USER_CODE), maintenance), "exit 1 after losing the slice"
+    assert not disrupted(failed(FailureCause.USER_CODE), unknown), "a bug with no disruption evidence"
+    assert disrupted(failed(FailureCause.UNKNOWN), unknown)
+    for cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
+        assert not disrupted(failed(cause), maintenance)
+    assert not disrupted(failed(FailureCause.USER_CODE), Classification(Verdict.USER_ERROR, (), 1))

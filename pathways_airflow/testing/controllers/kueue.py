@@ -510,7 +510,7 @@ def pending_status(status: Mapping[str, Any], reason: str, message: str, now: st
     result["conditions"] = set_condition(
         result.get("conditions") or [], "QuotaReserved", "False", reason, message, now
     )
-    if condition(result, "Admitted") is not None:
+    if condition({"status": result}, "Admitted") is not None:
         result["conditions"] = set_condition(
             result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
         )
@@ -528,7 +528,7 @@ def evicted_status(status: Mapping[str, Any], reason: str, message: str, now: st
 
 def requeued_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     """An evicted workload whose job has stopped: quota given back, requeued if the reason allows."""
-    evicted = condition(dict(status), "Evicted") or {}
+    evicted = condition({"status": dict(status)}, "Evicted") or {}
     reason, message = evicted.get("reason", "Preempted"), evicted.get("message", "")
     result = pending_status(status, "Pending", message, now)
     result["conditions"] = set_condition(
@@ -539,7 +539,7 @@ def requeued_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
         message,
         now,
     )
-    if condition(result, "Admitted") is None:
+    if condition({"status": result}, "Admitted") is None:
         result["conditions"] = set_condition(
             result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
         )

@@ -50,6 +50,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": _INTEGRATION,
                 "python-modules": [
                     "pathways_airflow.triggers.checkpoint",
+                    "pathways_airflow.triggers.checkpoint_event",
                     "pathways_airflow.triggers.slices",
                     "pathways_airflow.triggers.workload",
                 ],

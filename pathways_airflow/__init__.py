@@ -31,7 +31,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["pathways_airflow.operators.delete", "pathways_airflow.operators.workload"],
+                "python-modules": [
+                    "pathways_airflow.operators.conversion",
+                    "pathways_airflow.operators.delete",
+                    "pathways_airflow.operators.workload",
+                ],
             }
         ],
         "sensors": [
@@ -51,6 +55,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "pathways_airflow.triggers.checkpoint",
                     "pathways_airflow.triggers.checkpoint_event",
+                    "pathways_airflow.triggers.job",
                     "pathways_airflow.triggers.slices",
                     "pathways_airflow.triggers.workload",
                 ],

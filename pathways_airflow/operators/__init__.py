@@ -1,6 +1,7 @@
 """Operators: submit Pathways workloads and act on their results."""
 
+from pathways_airflow.operators.conversion import CheckpointConversionOperator
 from pathways_airflow.operators.delete import DeletePathwaysJobOperator
 from pathways_airflow.operators.workload import PathwaysJobOperator
 
-__all__ = ["DeletePathwaysJobOperator", "PathwaysJobOperator"]
+__all__ = ["CheckpointConversionOperator", "DeletePathwaysJobOperator", "PathwaysJobOperator"]

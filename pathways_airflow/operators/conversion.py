@@ -1,0 +1,915 @@
+"""``CheckpointConversionOperator``: a committed training checkpoint → a serving checkpoint.
+
+JetStream loads parameters only (``load_parameters_path``), not the full train state MaxText
+saves, so between training and serving sits MaxText's ``generate_param_only_checkpoint``:
+it reads ``<step>/items`` of a training checkpoint and writes ``<out>/<run>/checkpoints/0/items``.
+This operator runs it as a plain batch/v1 Job (one pod, no retries of its own) and guards the
+two ways it wastes time or serves garbage:
+
+* **Never from a partial step.** The source step must be committed (``commit_success.txt`` on
+  ``gs://``) before anything is created; a step cut off by maintenance is refused, naming it.
+* **Never twice for the same source.** After a conversion succeeds, a small provenance file
+  (``pathways_airflow_source.json``) is written next to the output's commit marker. A later run
+  whose output is committed and whose provenance names the same source step and settings
+  returns the existing checkpoint without creating a Job. ``generate_param_only_checkpoint``
+  deletes its output directory before writing, so a conversion from another source also
+  removes the old provenance: it can never vouch for files it did not see written.
+
+The pure part (arguments → :class:`Conversion`, its command line, its Job manifest, the reuse
+decision, the failure's exception) is plain functions; the operator only reads and writes GCS,
+creates, waits on and deletes the Job.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowTaskTimeout
+
+from pathways_airflow.checkpoints import (
+    COMMIT_MARKER,
+    Checkpoint,
+    commit_marker_uri,
+    is_gcs,
+    join,
+    maxtext_checkpoint_dir,
+    split_gcs_uri,
+    step_dir_of,
+    step_of,
+    step_uri,
+)
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.exceptions import (
+    BadSpecError,
+    InfrastructureError,
+    KubernetesApiError,
+    UserCodeError,
+    WorkloadDeletedError,
+)
+from pathways_airflow.resources import JOB, POD
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
+from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.spec.render import _main_container as _render_container
+from pathways_airflow.spec.workload import MainContainer, _dns_subdomain_ok, _string_mapping
+from pathways_airflow.spec.workload import _main_container as _check_container
+from pathways_airflow.state.disruption import main_exit, pod_disruption
+from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+DEFAULT_IMAGE = "gcr.io/tpu-prod-env-multipod/maxtext_jax_stable:latest"
+"""MaxText's published stable image. Pin a dated tag (or your own build) in production: the
+conversion must run the MaxText version that wrote the training checkpoint."""
+DEFAULT_COMMAND: tuple[str, ...] = ("python3", "-m", "MaxText.generate_param_only_checkpoint")
+DEFAULT_CONFIG = "MaxText/configs/base.yml"
+QUANTIZATIONS: tuple[str, ...] = ("int8",)
+OUTPUT_STEP = 0
+"""``generate_param_only_checkpoint`` always saves its output as step 0."""
+PROVENANCE_FILE = "pathways_airflow_source.json"
+CONTAINER_NAME = "convert"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LOG_TAIL_LINES = 30
+DEFAULT_POLL_INTERVAL = 10.0
+DELETE_WAIT_SECONDS = 120.0
+
+# The derived paths, given to the container as environment variables so a replaced command line
+# can still say ``load_full_state_path=$(PATHWAYS_CONVERSION_SOURCE)``.
+SOURCE_ENV = "PATHWAYS_CONVERSION_SOURCE"
+OUTPUT_DIR_ENV = "PATHWAYS_CONVERSION_OUTPUT_DIR"
+RUN_NAME_ENV = "PATHWAYS_CONVERSION_RUN_NAME"
+
+
+# --- pure: what to convert -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One conversion: which committed step, into which serving checkpoint, with which settings."""
+
+    source: Checkpoint
+    output_dir: str
+    run_name: str
+    quantization: str | None = None
+    force_unroll: bool = True
+
+    @property
+    def output_checkpoint_dir(self) -> str:
+        """``<output_dir>/<run_name>/checkpoints``: what the conversion deletes and rewrites."""
+        return maxtext_checkpoint_dir(self.output_dir, self.run_name)
+
+    @property
+    def output(self) -> Checkpoint:
+        return Checkpoint(OUTPUT_STEP, step_uri(self.output_checkpoint_dir, OUTPUT_STEP))
+
+    @property
+    def provenance_uri(self) -> str:
+        return join(self.output.uri, PROVENANCE_FILE)
+
+    def provenance(self) -> dict[str, Any]:
+        """What the provenance file records: everything that decides the output's contents."""
+        return {
+            "source": self.source.as_xcom(),
+            "quantization": self.quantization,
+            "force_unroll": self.force_unroll,
+        }
+
+    def result(self) -> dict[str, Any]:
+        """The XCom value: the serving checkpoint, where JetStream loads it, and where it came from."""
+        return {
+            "step": self.output.step,
+            "uri": self.output.uri,
+            "items_uri": self.output.items_uri,
+            "source": self.source.as_xcom(),
+            "quantization": self.quantization,
+        }
+
+
+def default_run_name(step: int) -> str:
+    return f"serving-step-{step}"
+
+
+def _parse_step(field: str, value: Any) -> tuple[int | None, SpecProblem | None]:
+    """A step number from an int or the string a template renders to."""
+    if isinstance(value, bool):
+        return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
+    if isinstance(value, int) and value >= 0:
+        return value, None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip()), None
+    return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
+
+
+def _literal(text: str) -> Any:
+    """A rendered XCom: JSON (``{"step": 10, ...}``) or a Python literal (``{'step': 10, ...}``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def parse_checkpoint(value: Any, field: str = "checkpoint") -> tuple[Checkpoint | None, list[SpecProblem]]:
+    """The source step from a ``{"step", "uri"}`` XCom, as a dict or as the string Jinja made of it.
+
+    Without ``render_template_as_native_obj`` a templated dict renders to its Python ``repr``;
+    with it, the dict arrives as itself. ``None`` (or ``"None"``) is what an upstream task that
+    found no committed checkpoint hands on, and is refused as such.
+    """
+    if isinstance(value, Checkpoint):
+        return value, []
+    data = _literal(value) if isinstance(value, str) else value
+    if data is None:
+        reason = "no checkpoint given (did the upstream task find no committed step?)"
+        return None, [SpecProblem(field, value, reason)]
+    if not isinstance(data, Mapping) or not {"step", "uri"} <= set(data):
+        reason = "must be a {'step': N, 'uri': 'gs://…/N'} mapping (CheckpointSensor's XCom) or its JSON"
+        return None, [SpecProblem(field, value, reason)]
+    step, problem = _parse_step(f"{field}.step", data["step"])
+    uri = data["uri"]
+    problems = [problem] if problem else []
+    if not isinstance(uri, str) or not is_gcs(uri):
+        reason = "must be a gs://BUCKET/PATH/<step> URI: the conversion pod reads it from GCS"
+        problems.append(SpecProblem(f"{field}.uri", uri, reason))
+    if problems:
+        return None, problems
+    assert step is not None
+    step_dir = step_dir_of(uri).rstrip("/")
+    named = step_of(step_dir)
+    if named != step:
+        seen = f"step {named}" if named is not None else "no step"
+        reason = f"must name the directory of step {step} (<checkpoint_dir>/{step}); it names {seen}"
+        return None, [SpecProblem(f"{field}.uri", uri, reason)]
+    return Checkpoint(step, step_dir), []
+
+
+def source_checkpoint(
+    checkpoint: Any, checkpoint_dir: Any, step: Any
+) -> tuple[Checkpoint | None, list[SpecProblem]]:
+    """The source step from exactly one of ``checkpoint`` or ``checkpoint_dir`` + ``step``."""
+    by_dir = checkpoint_dir is not None or step is not None
+    if checkpoint is not None and by_dir:
+        reason = "give either checkpoint or checkpoint_dir + step, not both"
+        return None, [SpecProblem("checkpoint", checkpoint, reason)]
+    if checkpoint is not None:
+        return parse_checkpoint(checkpoint)
+    if not by_dir:
+        reason = "no source: give checkpoint ({'step', 'uri'}) or checkpoint_dir + step"
+        return None, [SpecProblem("checkpoint", None, reason)]
+    problems = []
+    if not _is_gcs_uri(checkpoint_dir):
+        reason = "must be a gs://BUCKET/PATH URI (MaxText's <base_output_directory>/<run_name>/checkpoints)"
+        problems.append(SpecProblem("checkpoint_dir", checkpoint_dir, reason))
+    number, problem = _parse_step("step", step)
+    if problem:
+        problems.append(problem)
+    if problems:
+        return None, problems
+    assert number is not None
+    return Checkpoint(number, step_uri(checkpoint_dir, number)), []
+
+
+def _is_gcs_uri(value: Any) -> bool:
+    """``gs://BUCKET[/PATH]``: the conversion pod can only reach object storage."""
+    if not isinstance(value, str) or not is_gcs(value):
+        return False
+    try:
+        split_gcs_uri(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_path_segment(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() == value and value not in ("", ".", "..") and "/" not in value
+
+
+def _optional_text(value: Any) -> Any:
+    """``""`` and ``"None"`` (what templates render an absent value to) mean unset."""
+    return None if value is None or (isinstance(value, str) and value.strip() in ("", "None")) else value
+
+
+def resolve_conversion(
+    *,
+    checkpoint: Any = None,
+    checkpoint_dir: Any = None,
+    step: Any = None,
+    output_dir: Any,
+    run_name: Any = None,
+    quantization: Any = None,
+    force_unroll: Any = True,
+) -> Conversion:
+    """Check every argument and return the :class:`Conversion`.
+
+    Raises one ``InvalidWorkloadSpec`` listing every problem, each naming its field.
+    """
+    source, problems = source_checkpoint(checkpoint, _optional_text(checkpoint_dir), _optional_text(step))
+    if not _is_gcs_uri(output_dir):
+        reason = "must be a gs://BUCKET[/PATH] URI (MaxText's base_output_directory for the serving checkpoint)"
+        problems.append(SpecProblem("output_dir", output_dir, reason))
+    name = _optional_text(run_name)
+    if name is None and source is not None:
+        name = default_run_name(source.step)
+    if name is not None and not _is_path_segment(name):
+        reason = "must be one path segment (no '/', no surrounding spaces)"
+        problems.append(SpecProblem("run_name", run_name, reason))
+    quant = _optional_text(quantization)
+    if quant is not None and quant not in QUANTIZATIONS:
+        problems.append(SpecProblem("quantization", quantization, "unknown quantization", ("None", *QUANTIZATIONS)))
+    if not isinstance(force_unroll, bool):
+        problems.append(SpecProblem("force_unroll", force_unroll, "must be True or False"))
+    raise_if_any(problems)
+    assert source is not None and isinstance(name, str)
+    conversion = Conversion(source, output_dir.rstrip("/"), name, quant, force_unroll)
+    if (source.uri + "/").startswith(conversion.output_checkpoint_dir + "/"):
+        raise InvalidWorkloadSpec(
+            [
+                SpecProblem(
+                    "output_dir",
+                    output_dir,
+                    f"with run_name={name!r} the output directory {conversion.output_checkpoint_dir} holds the source "
+                    f"{source.uri}; the conversion deletes its output directory before writing, so it would delete "
+                    "the training checkpoints. Choose another output_dir or run_name",
+                )
+            ]
+        )
+    return conversion
+
+
+def conversion_arguments(conversion: Conversion, extra: Sequence[str] = ()) -> list[str]:
+    """MaxText's arguments for ``generate_param_only_checkpoint``: config file, then ``key=value`` settings.
+
+    ``async_checkpointing=false``: the program exits right after saving; an asynchronous save
+    could still be in flight when the pod ends, leaving the output without its commit marker.
+    """
+    arguments = [
+        DEFAULT_CONFIG,
+        f"base_output_directory={conversion.output_dir}",
+        f"run_name={conversion.run_name}",
+        f"load_full_state_path={conversion.source.items_uri}",
+        f"force_unroll={str(conversion.force_unroll).lower()}",
+    ]
+    if conversion.quantization:
+        arguments.append(f"quantization={conversion.quantization}")
+    arguments.append("async_checkpointing=false")
+    return [*arguments, *extra]
+
+
+def conversion_command_line(conversion: Conversion, extra: Sequence[str] = ()) -> list[str]:
+    """The whole default command line (``command`` + ``args`` of the Job's container)."""
+    return [*DEFAULT_COMMAND, *conversion_arguments(conversion, extra)]
+
+
+def conversion_env(conversion: Conversion, env: Any) -> Any:
+    """The user's ``env`` plus the derived paths (ours win a name clash: they must match the job)."""
+    derived = {
+        SOURCE_ENV: conversion.source.items_uri,
+        OUTPUT_DIR_ENV: conversion.output_dir,
+        RUN_NAME_ENV: conversion.run_name,
+    }
+    if not env:
+        return derived
+    if isinstance(env, Mapping):
+        return {**{k: v for k, v in env.items() if k not in derived}, **derived}
+    if isinstance(env, (list, tuple)):
+        kept = [e for e in env if not (isinstance(e, Mapping) and e.get("name") in derived)]
+        return [*kept, *({"name": k, "value": v} for k, v in derived.items())]
+    return env
+
+
+def conversion_container(
+    conversion: Conversion,
+    *,
+    image: Any,
+    command: Any = None,
+    arguments: Any = None,
+    extra_arguments: Any = None,
+    env: Any = None,
+    container_resources: Any = None,
+) -> MainContainer:
+    """The Job's one container, checked like a workload's main container (same messages)."""
+    problems: list[SpecProblem] = []
+    extra = extra_arguments or ()
+    if isinstance(extra, str) or not all(isinstance(item, str) for item in extra):
+        reason = "must be a list of strings such as ['model_name=llama2-7b']"
+        problems.append(SpecProblem("extra_arguments", extra_arguments, reason))
+        extra = ()
+    container = _check_container(
+        problems,
+        image,
+        CONTAINER_NAME,
+        list(DEFAULT_COMMAND) if command is None else command,
+        conversion_arguments(conversion, tuple(extra)) if arguments is None else arguments,
+        conversion_env(conversion, env),
+        container_resources,
+        None,
+    )
+    raise_if_any(problems)
+    assert container is not None
+    return container
+
+
+def conversion_job_manifest(
+    *,
+    name: str,
+    namespace: str,
+    container: MainContainer,
+    identity: TaskIdentity,
+    node_selector: Mapping[str, str] | None = None,
+    service_account_name: str | None = None,
+) -> dict[str, Any]:
+    """A batch/v1 Job running ``container`` once.
+
+    ``backoffLimit: 0`` and ``restartPolicy: Never``: a failed conversion is reported with its
+    exit code and log, not rerun in place (a rerun deletes the output again). Airflow's retries
+    decide whether to try again. The pod carries the task's labels too, so ``kubectl -l`` finds it.
+    """
+    labels = identity.labels()
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [_render_container(container)]}
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if service_account_name:
+        pod_spec["serviceAccountName"] = service_account_name
+    return {
+        "apiVersion": JOB.api_version,
+        "kind": JOB.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": identity.annotations(),
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def placement_problems(*, namespace: Any, node_selector: Any, service_account_name: Any) -> list[SpecProblem]:
+    """Where the pod runs, checked before the API server would refuse the Job (or accept a pod that never starts)."""
+    problems: list[SpecProblem] = []
+    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
+        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    _string_mapping(problems, "node_selector", node_selector or {}, labels_like=True)
+    account = service_account_name
+    if account is not None and not (isinstance(account, str) and _dns_subdomain_ok(account)):
+        problems.append(SpecProblem("service_account_name", account, "must be a DNS subdomain name"))
+    return problems
+
+
+def reuse_decision(conversion: Conversion, *, output_committed: bool, provenance: Any) -> tuple[bool, str]:
+    """May the existing output stand in for this conversion? ``(reuse, why)`` for the task log.
+
+    Only a committed output whose provenance records this very source step and the same
+    settings: a committed output without provenance was not written by this operator (or its
+    provenance write was cut off), and one from another source or quantization would serve the
+    wrong weights.
+    """
+    output, wanted = conversion.output.uri, conversion.source
+    if not output_committed:
+        return False, f"no committed serving checkpoint at {output} yet"
+    if not isinstance(provenance, Mapping):
+        return False, f"{output} is committed but has no {PROVENANCE_FILE} saying what it came from; converting again"
+    expected = conversion.provenance()
+    if {key: provenance.get(key) for key in expected} == expected:
+        return True, f"reusing the serving checkpoint {output} converted from step {wanted.step} ({wanted.uri})"
+    had = provenance.get("source") or {}
+    return False, (
+        f"{output} was converted from step {had.get('step')} ({had.get('uri')}, "
+        f"quantization={provenance.get('quantization')}, force_unroll={provenance.get('force_unroll')}); "
+        f"converting step {wanted.step} ({wanted.uri}, quantization={conversion.quantization}, "
+        f"force_unroll={conversion.force_unroll}) over it"
+    )
+
+
+def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int | None, str | None]:
+    """``(pod, container, exit code, disruption)`` of the pod that ended the Job, newest first.
+
+    ``container`` and ``exit code`` are ``None`` when no container ended non-zero (the pod was
+    evicted, or never started); ``disruption`` is the pod's sign of having been stopped by the
+    infrastructure, if any.
+    """
+    ordered = sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", reverse=True)
+    for pod in ordered:
+        ended = main_exit(pod)
+        disruption = pod_disruption(pod)
+        if ended or disruption:
+            name = (pod.get("metadata") or {}).get("name", "?")
+            return name, ended[0] if ended else None, ended[1] if ended else None, disruption
+    if ordered:
+        return (ordered[0].get("metadata") or {}).get("name", "?"), None, None, None
+    return "", None, None, None
+
+
+def failure_exception(message: str, *, exit_code: int | None, disruption: str | None) -> Exception:
+    """A deterministic failure fails at once; one the infrastructure caused may be retried.
+
+    The rule is the workloads' (xpk's): a disrupted pod, or exit code 42 or 127–255 (killed,
+    out of memory, lost), is the system's; any other non-zero code is the program's — a wrong
+    ``model_name``, a mismatched config — and retrying it converts nothing.
+    """
+    if disruption is None and exit_code not in (None, 0) and exit_code not in XPK_SYSTEM_EXIT_CODES:
+        return UserCodeError(message, exit_code=exit_code)
+    return InfrastructureError(message)
+
+
+# --- I/O: GCS ------------------------------------------------------------------------------------
+
+
+def _blob(client: Any, uri: str) -> Any:
+    bucket, name = split_gcs_uri(uri)
+    return client.bucket(bucket).blob(name)
+
+
+def gcs_exists(client: Any, uri: str) -> bool:
+    return bool(_blob(client, uri).exists())
+
+
+def gcs_has_objects(client: Any, directory: str) -> bool:
+    bucket, name = split_gcs_uri(directory)
+    prefix = f"{name.strip('/')}/" if name.strip("/") else ""
+    return any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1))
+
+
+def gcs_read_json(client: Any, uri: str) -> Any:
+    """The object's JSON, or ``None`` when it is missing or not JSON."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return json.loads(_blob(client, uri).download_as_bytes())
+    except NotFound:
+        return None
+    except ValueError:
+        return None
+
+
+def gcs_write_json(client: Any, uri: str, data: Any) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True)
+    _blob(client, uri).upload_from_string(text, content_type="application/json")
+
+
+# --- the operator --------------------------------------------------------------------------------
+
+
+class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
+    """Convert a committed training checkpoint into a parameter-only serving checkpoint (for JetStream).
+
+    :param checkpoint: the source step as ``{"step": N, "uri": "<checkpoint_dir>/<N>"}``, the XCom of
+        ``CheckpointSensor`` or ``PathwaysJobOperator``'s ``result["checkpoint"]``; a dict, or the
+        JSON / Python-literal string a template renders it to.
+    :param checkpoint_dir: instead of ``checkpoint``: MaxText's ``<base>/<run>/checkpoints`` ...
+    :param step: ... and the step in it.
+    :param output_dir: ``gs://`` base of the serving checkpoint (MaxText's ``base_output_directory``).
+    :param run_name: the serving checkpoint's run name (default ``serving-step-<N>``); the output
+        is ``<output_dir>/<run_name>/checkpoints/0``, and that directory is replaced.
+    :param quantization: ``None`` or ``"int8"``.
+    :param force_unroll: unroll scanned layers (what JetStream expects; default True).
+    :param image: the MaxText image; use the MaxText version that wrote the checkpoint.
+    :param command: container command (default ``python3 -m MaxText.generate_param_only_checkpoint``).
+    :param arguments: container args (default: the config file and the settings above). A
+        replaced command line can use ``$(PATHWAYS_CONVERSION_SOURCE)``,
+        ``$(PATHWAYS_CONVERSION_OUTPUT_DIR)`` and ``$(PATHWAYS_CONVERSION_RUN_NAME)``; it must
+        still write the output where the result says, or the task fails.
+    :param extra_arguments: MaxText settings appended to the default arguments, such as
+        ``["model_name=llama2-7b", "scan_layers=true"]`` (they must match the training run's).
+    :param env: ``{"NAME": "value" | {"valueFrom": ...}}`` or a list of EnvVar dicts.
+    :param container_resources: ``{"requests": {...}, "limits": {...}}``: a large model's full
+        state must fit in memory.
+    :param node_selector: where the pod may run; :param service_account_name: its Kubernetes
+        service account (on GKE, the one Workload Identity lets read and write the buckets).
+    :param namespace: namespace of the Job.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param poll_interval: seconds between looks at the Job.
+    :param delete_on_finish: delete the Job once its result and log are read (default True).
+
+    Returns ``{"step": 0, "uri": ".../checkpoints/0", "items_uri": ".../checkpoints/0/items",
+    "source": {"step": N, "uri": ...}, "quantization": ...}``; ``items_uri`` is what JetStream's
+    ``load_parameters_path`` takes.
+    """
+
+    template_fields: Sequence[str] = (
+        "checkpoint",
+        "checkpoint_dir",
+        "step",
+        "output_dir",
+        "run_name",
+        "quantization",
+        "image",
+        "command",
+        "arguments",
+        "extra_arguments",
+        "env",
+        "namespace",
+        *CLUSTER_TEMPLATE_FIELDS,
+    )
+    template_fields_renderers = {
+        "checkpoint": "py",
+        "command": "py",
+        "arguments": "py",
+        "extra_arguments": "py",
+        "env": "json",
+    }
+    ui_color = "#b3e5fc"
+
+    def __init__(
+        self,
+        *,
+        output_dir: str,
+        checkpoint: Mapping[str, Any] | str | None = None,
+        checkpoint_dir: str | None = None,
+        step: int | str | None = None,
+        run_name: str | None = None,
+        quantization: str | None = None,
+        force_unroll: bool = True,
+        image: str = DEFAULT_IMAGE,
+        command: Sequence[str] | None = None,
+        arguments: Sequence[str] | None = None,
+        extra_arguments: Sequence[str] | None = None,
+        env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        container_resources: Mapping[str, Mapping[str, Any]] | None = None,
+        node_selector: Mapping[str, str] | None = None,
+        service_account_name: str | None = None,
+        namespace: str = "default",
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        delete_on_finish: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.checkpoint = checkpoint
+        self.checkpoint_dir = checkpoint_dir
+        self.step = step
+        self.output_dir = output_dir
+        self.run_name = run_name
+        self.quantization = quantization
+        self.force_unroll = force_unroll
+        self.image = image
+        self.command = command
+        self.arguments = arguments
+        self.extra_arguments = extra_arguments
+        self.env = env
+        self.container_resources = container_resources
+        self.node_selector = node_selector
+        self.service_account_name = service_account_name
+        self.namespace = namespace
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+        )
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.delete_on_finish = delete_on_finish
+        self._job: tuple[str, str] | None = None
+        self.validate(only_known=True)
+
+    # --- pure questions -------------------------------------------------------------------------
+
+    def _conversion_arguments(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "checkpoint_dir": self.checkpoint_dir,
+            "step": self.step,
+            "output_dir": self.output_dir,
+            "run_name": self.run_name,
+            "quantization": self.quantization,
+            "force_unroll": self.force_unroll,
+        }
+
+    def _container_arguments(self) -> dict[str, Any]:
+        return {
+            "image": self.image,
+            "command": self.command,
+            "arguments": self.arguments,
+            "extra_arguments": self.extra_arguments,
+            "env": self.env,
+            "container_resources": self.container_resources,
+        }
+
+    def validate(self, *, only_known: bool = False) -> None:
+        """Raise ``InvalidWorkloadSpec`` for anything that must not run; with ``only_known``, templates wait."""
+        from pathways_airflow.operators.workload import looks_templated
+
+        problems: list[SpecProblem] = []
+        placement = {
+            "namespace": self.namespace,
+            "node_selector": self.node_selector,
+            "service_account_name": self.service_account_name,
+        }
+        if not (only_known and looks_templated(placement)):
+            problems.extend(placement_problems(**placement))
+        interval = self.poll_interval
+        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval <= 0:
+            problems.append(SpecProblem("poll_interval", self.poll_interval, "must be a number of seconds > 0"))
+        if not (only_known and looks_templated([self._conversion_arguments(), self._container_arguments()])):
+            try:
+                self.container(self.conversion())
+            except InvalidWorkloadSpec as error:
+                problems.extend(error.problems)
+        raise_if_any(problems)
+
+    def conversion(self) -> Conversion:
+        """What to convert, from the operator's current (rendered) parameters."""
+        return resolve_conversion(**self._conversion_arguments())
+
+    def container(self, conversion: Conversion) -> MainContainer:
+        return conversion_container(conversion, **self._container_arguments())
+
+    def task_identity(self, context: Context | None = None) -> TaskIdentity:
+        """Which task instance the Job belongs to; placeholders for a dry run."""
+        if context is None:
+            return TaskIdentity(self.dag_id if self.has_dag() else "dry-run", self.task_id, "dry-run")
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", None)
+        return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+
+    def render_manifest(self, context: Context | None = None) -> dict[str, Any]:
+        """Exactly the Job that would be created (a dry run; works without a context)."""
+        self.validate()
+        identity = self.task_identity(context)
+        return conversion_job_manifest(
+            name=identity.workload_name(),
+            namespace=self.namespace,
+            container=self.container(self.conversion()),
+            identity=identity,
+            node_selector=self.node_selector,
+            service_account_name=self.service_account_name,
+        )
+
+    # --- running --------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
+        conversion = self.conversion()
+        client = self._storage()
+        try:
+            reuse, why = reuse_decision(
+                conversion,
+                output_committed=gcs_exists(client, commit_marker_uri(conversion.output.uri)),
+                provenance=gcs_read_json(client, conversion.provenance_uri),
+            )
+            self.log.info("%s", why)
+            if reuse:
+                return conversion.result()
+            self._require_committed(client, conversion.source)
+        finally:
+            client.close()
+
+        manifest = self.render_manifest(context)
+        name = manifest["metadata"]["name"]
+        self._submit(manifest, self.task_identity(context).key)
+        if self.deferrable:
+            from pathways_airflow.triggers.job import BatchJobTrigger
+
+            self.defer(
+                trigger=BatchJobTrigger(
+                    name=name,
+                    namespace=self.namespace,
+                    target=self.hook.resolved_target().to_dict(),
+                    poll_interval=self.poll_interval,
+                    deadline=self._deadline(context),
+                ),
+                method_name="execute_complete",
+            )
+        return self.execute_complete(context, self._wait_here(name))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Act on how the Job ended: verify and record the output, or report the failure."""
+        name = event["name"]
+        self._job = (self.namespace, name)
+        status = event.get("status")
+        if status == "timeout":
+            self._job = None
+            raise AirflowTaskTimeout(
+                f"Job {self.namespace}/{name} did not finish within execution_timeout ({self.execution_timeout}); "
+                f"it was {'deleted' if event.get('deleted') else 'already gone'}. Last seen: {event.get('message')}"
+            )
+        if status == "error":
+            self._job = None
+            raise KubernetesApiError(
+                f"lost track of Job {self.namespace}/{name}: {event.get('message')}. The Job was left running; "
+                f"a retry of this task re-attaches to it. {self._kubectl_hint(name)}"
+            )
+        if status == GONE:
+            self._job = None
+            raise WorkloadDeletedError(
+                f"Job {self.namespace}/{name} was deleted before it finished ({event.get('message')}); "
+                "the serving checkpoint may be partial and is not reported"
+            )
+        conversion = self.conversion()
+        if status == FAILED:
+            outcome = JobOutcome(FAILED, event.get("reason") or "", event.get("message") or "")
+            message, exit_code, disruption = self._failure(name, outcome)
+            self.log.error("%s", message)
+            self._finish(name)
+            raise failure_exception(message, exit_code=exit_code, disruption=disruption)
+        if status != COMPLETE:
+            raise KubernetesApiError(f"Job {self.namespace}/{name}: unexpected event {event!r}")
+        self._log_tail(name)
+        client = self._storage()
+        try:
+            if not gcs_exists(client, commit_marker_uri(conversion.output.uri)):
+                self._finish(name)
+                raise BadSpecError(
+                    f"Job {self.namespace}/{name} completed but {conversion.output.uri} has no {COMMIT_MARKER}: "
+                    "the serving checkpoint is missing or partial and is not reported. A replaced command line "
+                    f"must write base_output_directory=$({OUTPUT_DIR_ENV}) run_name=$({RUN_NAME_ENV})."
+                )
+            record = {
+                **conversion.provenance(),
+                "job": f"{self.namespace}/{name}",
+                "converted_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+            }
+            gcs_write_json(client, conversion.provenance_uri, record)
+        finally:
+            client.close()
+        self.log.info(
+            "converted step %d (%s) into the serving checkpoint %s",
+            conversion.source.step,
+            conversion.source.uri,
+            conversion.output.uri,
+        )
+        self._finish(name)
+        return conversion.result()
+
+    def _storage(self) -> Any:
+        from pathways_airflow.sensors.checkpoint import storage_client
+
+        return storage_client(self.gcp_conn_id)
+
+    def _require_committed(self, client: Any, source: Checkpoint) -> None:
+        """Refuse a source step without its commit marker: MaxText fails on it, or converts half of it."""
+        if gcs_exists(client, commit_marker_uri(source.uri)):
+            return
+        why = (
+            f"it has no {COMMIT_MARKER} (a save in progress, or one cut off by maintenance)"
+            if gcs_has_objects(client, source.uri)
+            else "it does not exist"
+        )
+        raise BadSpecError(
+            f"not converting step {source.step} at {source.uri}: {why}. Only a committed step can be converted."
+        )
+
+    def _submit(self, manifest: dict[str, Any], task_key: str) -> None:
+        """Create the Job, or re-attach to the one an earlier try of this task created.
+
+        A Job of ours that already failed (or is being deleted) is replaced: a retry is there
+        to try again. One still running, or complete, is adopted: a second conversion writing
+        the same output at the same time would delete what the first one wrote.
+        """
+        name = manifest["metadata"]["name"]
+        self._job = (self.namespace, name)
+        adoption = self.hook.create_or_adopt(manifest, task_key)
+        if not adoption.created:
+            stale = job_outcome(adoption.obj)
+            if stale.status in (FAILED, GONE):
+                self.log.info(
+                    "Job %s/%s from an earlier try is %s; replacing it", self.namespace, name, stale.summary()
+                )
+                self.hook.delete(JOB, self.namespace, name)
+                self._wait_deleted(name)
+                adoption = self.hook.create_or_adopt(manifest, task_key)
+        verb = "created" if adoption.created else "re-attached to the existing"
+        container = manifest["spec"]["template"]["spec"]["containers"][0]
+        command_line = " ".join([*container.get("command", ()), *container.get("args", ())])
+        self.log.info("%s Job %s/%s: %s", verb, self.namespace, name, command_line)
+
+    def _wait_deleted(self, name: str) -> None:
+        deadline = time.monotonic() + DELETE_WAIT_SECONDS
+        while self.hook.get(JOB, self.namespace, name) is not None:
+            if time.monotonic() > deadline:
+                raise KubernetesApiError(
+                    f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s"
+                )
+            time.sleep(min(1.0, self.poll_interval))
+
+    def _wait_here(self, name: str) -> dict[str, Any]:
+        """Wait in the worker: read the Job every ``poll_interval`` with the trigger's own reading."""
+        last_line = ""
+        while True:
+            outcome = job_outcome(self.hook.get(JOB, self.namespace, name))
+            line = outcome.summary()
+            if line != last_line:
+                self.log.info("Job %s/%s: %s", self.namespace, name, line)
+                last_line = line
+            if outcome.finished:
+                return outcome.to_event(name, self.namespace)
+            time.sleep(self.poll_interval)
+
+    def _deadline(self, context: Context) -> float | None:
+        if not self.execution_timeout:
+            return None
+        start = getattr(context["ti"], "start_date", None) or dt.datetime.now(dt.timezone.utc)
+        return (start + self.execution_timeout).timestamp()
+
+    def _pods(self, name: str) -> list[dict[str, Any]]:
+        return self.hook.list(POD, self.namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+
+    def _failure(self, name: str, outcome: JobOutcome) -> tuple[str, int | None, str | None]:
+        """The message (cause, exit code, last log lines, where to look), the exit code, the disruption."""
+        pod, container, exit_code, disruption = failed_pod(self._pods(name))
+        parts = [f"the checkpoint conversion Job {self.namespace}/{name} {outcome.summary()}."]
+        if disruption:
+            parts.append(f"The infrastructure stopped it: {disruption}.")
+        if pod and exit_code is not None:
+            parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
+        if pod:
+            lines = self.hook.read_log_tail(self.namespace, pod, container or CONTAINER_NAME, LOG_TAIL_LINES)
+            if lines:
+                parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
+        else:
+            parts.append("No pod of it was found.")
+        if not self.delete_on_finish:
+            parts.append(self._kubectl_hint(name))
+        return "\n".join(parts), exit_code, disruption
+
+    def _log_tail(self, name: str) -> None:
+        for pod in self._pods(name)[-1:]:
+            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], CONTAINER_NAME, LOG_TAIL_LINES)
+            if lines:
+                self.log.info("last lines of %s:\n%s", pod["metadata"]["name"], "\n".join(lines))
+
+    def _kubectl_hint(self, name: str) -> str:
+        return (
+            f"Look further with: kubectl -n {self.namespace} describe job {name}; "
+            f"kubectl -n {self.namespace} logs -l {JOB_NAME_LABEL}={name}"
+        )
+
+    def _finish(self, name: str) -> None:
+        if self.delete_on_finish:
+            self.hook.delete(JOB, self.namespace, name)
+            self.log.info("deleted Job %s/%s (delete_on_finish)", self.namespace, name)
+        self._job = None
+
+    def on_kill(self) -> None:
+        """The task was killed (or timed out) while waiting here: stop the conversion."""
+        if self._job is None:
+            return
+        namespace, name = self._job
+        self.log.info("deleting Job %s/%s: the task was stopped", namespace, name)
+        self.hook.delete(JOB, namespace, name)
+        self._job = None

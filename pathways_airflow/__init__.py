@@ -34,6 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "pathways_airflow.operators.conversion",
                     "pathways_airflow.operators.delete",
+                    "pathways_airflow.operators.inference",
                     "pathways_airflow.operators.workload",
                 ],
             }

@@ -2,6 +2,18 @@
 
 from pathways_airflow.operators.conversion import CheckpointConversionOperator
 from pathways_airflow.operators.delete import DeletePathwaysJobOperator
+from pathways_airflow.operators.inference import (
+    DeployInferenceServerOperator,
+    InferenceBenchmarkOperator,
+    TeardownInferenceServerOperator,
+)
 from pathways_airflow.operators.workload import PathwaysJobOperator
 
-__all__ = ["CheckpointConversionOperator", "DeletePathwaysJobOperator", "PathwaysJobOperator"]
+__all__ = [
+    "CheckpointConversionOperator",
+    "DeletePathwaysJobOperator",
+    "DeployInferenceServerOperator",
+    "InferenceBenchmarkOperator",
+    "PathwaysJobOperator",
+    "TeardownInferenceServerOperator",
+]

@@ -1,0 +1,1127 @@
+"""Inference benchmarks on TPU slices: JetStream on Pathways (a LeaderWorkerSet) and ``benchmark_serving.py``.
+
+``InferenceBenchmarkOperator`` deploys the server, waits until it serves, runs the benchmark Job,
+reads the result JSON from GCS and returns the metrics, and deletes everything it created however
+the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOperator`` split the
+same work into Airflow setup and teardown tasks, for DAGs that do their own work against the
+server in between.
+
+What is run comes from the pure :mod:`pathways_airflow.spec.serving`; how the cluster is read is
+the pure functions at the top of this module; the operators only fetch, ask and act. Waiting is
+synchronous polling in the worker (``deferrable`` is accepted only as ``False``): the task owns a
+TPU slice for its whole life, and the guarantee that matters — nothing leaks — is simplest to keep
+when one process holds the objects from creation to deletion.
+
+Before a slice is requested, the checkpoint is checked to be committed and the results bucket to
+exist: either mistake would otherwise be found after a restore of up to 20 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.exceptions import (
+    BadSpecError,
+    InfrastructureError,
+    KubernetesApiError,
+    PathwaysError,
+    UserCodeError,
+    WorkloadDeletedError,
+)
+from pathways_airflow.operators.workload import DRY_RUN_RUN_ID, looks_templated
+from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+from pathways_airflow.spec.names import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    TASK_KEY_LABEL,
+    TaskIdentity,
+    check_name_prefix,
+    is_dns1123_label,
+)
+from pathways_airflow.spec.serving import (
+    BENCHMARK_CONTAINER,
+    DEFAULT_BENCHMARK_SCRIPT,
+    DEFAULT_CONFIG,
+    DEFAULT_HTTP_IMAGE,
+    DEFAULT_SERVER_IMAGE,
+    DEFAULT_STARTUP_SECONDS,
+    GRPC_PORT,
+    HEALTH_PATH,
+    HTTP_PORT,
+    LWS_NAME_LABEL,
+    LWS_WORKER_INDEX_LABEL,
+    SERVER_CONTAINER,
+    BenchmarkRun,
+    JetStreamServer,
+    ServingNames,
+    benchmark_metrics,
+    build_benchmark,
+    build_server,
+    names_for,
+    render_benchmark_job,
+    render_leaderworkerset,
+    render_service,
+    result_object_uri,
+    results_uri_problem,
+    serving_names,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+LOG_TAIL_LINES = 30
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_DEADLINE_GRACE = 300
+"""Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
+NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
+"""``/healthcheck`` answers 500 while JetStream loads; the proxy answers 503 while no pod serves."""
+
+
+# --- pure: reading the server and the benchmark ----------------------------------------------
+
+
+def condition_true(obj: Mapping[str, Any] | None, condition: str) -> bool:
+    return any(
+        c.get("type") == condition and c.get("status") == "True"
+        for c in ((obj or {}).get("status") or {}).get("conditions") or ()
+    )
+
+
+@dataclass(frozen=True)
+class ContainerExit:
+    """A container that ended with a non-zero code (``restarted``: it was then started again)."""
+
+    pod: str
+    container: str
+    exit_code: int
+    reason: str = ""
+    restarted: bool = False
+
+
+def crashed_container(pod: Mapping[str, Any], container: str) -> ContainerExit | None:
+    """``container`` of ``pod`` if it exited non-zero, now or before its last restart."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") != container:
+            continue
+        for key, restarted in (("state", False), ("lastState", True)):
+            ended = (status.get(key) or {}).get("terminated") or {}
+            code = ended.get("exitCode")
+            if isinstance(code, int) and code != 0:
+                return ContainerExit(
+                    pod["metadata"]["name"], container, code, ended.get("reason", ""), restarted
+                )
+    return None
+
+
+@dataclass(frozen=True)
+class ServerProgress:
+    """Where a JetStream server's start-up stands, from its LeaderWorkerSet and pods."""
+
+    available: bool
+    leader: str | None
+    leader_uid: str | None
+    crash: ContainerExit | None
+    summary: str
+
+
+def _pod_state(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status") or {}
+    if pod["metadata"].get("deletionTimestamp"):
+        return "terminating"
+    phase = status.get("phase", "Pending")
+    if phase == "Pending":
+        unscheduled = next(
+            (
+                c
+                for c in status.get("conditions") or ()
+                if c.get("type") == "PodScheduled" and c.get("status") == "False"
+            ),
+            None,
+        )
+        if unscheduled:
+            return f"unschedulable ({unscheduled.get('message') or unscheduled.get('reason', '')})".strip()
+    return phase.lower()
+
+
+def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]) -> ServerProgress:
+    """Is the server's group Available, who leads it, and did the JetStream container crash?
+
+    Only ``jax-tpu`` crashes count: a JetStream server that exits during start-up (a bad setting,
+    an unreadable checkpoint) exits again every time LWS recreates its group, so waiting on it
+    only holds the slice. A pod stopped by the platform (``DisruptionTarget``: maintenance,
+    preemption) did not crash: LWS recreates its group and the wait goes on.
+    """
+    if lws is None:
+        return ServerProgress(False, None, None, None, "the LeaderWorkerSet is gone")
+    size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    leader = next(
+        (p for p in live if (p["metadata"].get("labels") or {}).get(LWS_WORKER_INDEX_LABEL) == "0"), None
+    )
+    disrupted = leader is not None and condition_true(leader, "DisruptionTarget")
+    crash = crashed_container(leader, SERVER_CONTAINER) if leader and not disrupted else None
+    running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
+    ready = sum(1 for p in live if condition_true(p, "Ready"))
+    if condition_true(lws, "Available"):
+        summary = f"all {size} pods ready (LeaderWorkerSet Available)"
+    elif leader is None:
+        summary = f"waiting for the leader pod ({len(live)}/{size} pods exist)"
+    else:
+        state = f"leader {leader['metadata']['name']} {_pod_state(leader)}"
+        summary = f"{running}/{size} pods running, {ready} ready; {state}"
+    return ServerProgress(
+        available=condition_true(lws, "Available"),
+        leader=leader["metadata"]["name"] if leader else None,
+        leader_uid=leader["metadata"].get("uid") if leader else None,
+        crash=crash,
+        summary=summary,
+    )
+
+
+def job_outcome(job: Mapping[str, Any] | None) -> str:
+    """``"running"``, ``"succeeded"``, ``"failed"`` or ``"gone"`` for a ``batch/v1`` Job."""
+    if job is None:
+        return "gone"
+    if condition_true(job, "Complete") or condition_true(job, "SuccessCriteriaMet"):
+        return "succeeded"
+    if condition_true(job, "Failed") or condition_true(job, "FailureTarget"):
+        return "failed"
+    return "running"
+
+
+def job_failure_reason(job: Mapping[str, Any]) -> str:
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
+            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".rstrip(": ")
+    return "Failed"
+
+
+def task_identity(operator: BaseOperator, context: Context | None) -> TaskIdentity:
+    """Which task instance the objects belong to; placeholders for a dry run."""
+    if context is None:
+        return TaskIdentity(
+            operator.dag_id if operator.has_dag() else "dry-run", operator.task_id, DRY_RUN_RUN_ID
+        )
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", None)
+    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+
+
+def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:
+    problems = []
+    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
+        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    try:
+        check_name_prefix(name_prefix)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+    return problems
+
+
+# --- the shared imperative shell ---------------------------------------------------------------
+
+_SERVER_FIELDS = (
+    "checkpoint",
+    "model_name",
+    "topology",
+    "pathways_dir",
+    "tpu",
+    "machine_type",
+    "image",
+    "http_image",
+    "pathways_version",
+    "config",
+    "server_args",
+    "env",
+    "image_pull_policy",
+    "node_selector",
+    "service_account_name",
+)
+_SERVING_TEMPLATE_FIELDS = (
+    *_SERVER_FIELDS,
+    "startup_timeout",
+    "namespace",
+    "name_prefix",
+    *CLUSTER_TEMPLATE_FIELDS,
+)
+
+
+class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
+    """Deploying, watching and deleting one task's JetStream server (shared by the operators below)."""
+
+    template_fields_renderers = {
+        "env": "json",
+        "server_args": "py",
+        "node_selector": "json",
+        "checkpoint": "json",
+    }
+    ui_color = "#b3e5fc"
+
+    def __init__(
+        self,
+        *,
+        checkpoint: Mapping[str, Any] | str,
+        model_name: str,
+        topology: str,
+        pathways_dir: str,
+        tpu: str | None = None,
+        machine_type: str | None = None,
+        image: str = DEFAULT_SERVER_IMAGE,
+        http_image: str = DEFAULT_HTTP_IMAGE,
+        pathways_version: str = "latest",
+        config: str = DEFAULT_CONFIG,
+        server_args: Sequence[str] | None = None,
+        env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        image_pull_policy: str = "Always",
+        node_selector: Mapping[str, str] | None = None,
+        service_account_name: str | None = None,
+        startup_timeout: int | str = DEFAULT_STARTUP_SECONDS,
+        verify_checkpoint: bool = True,
+        namespace: str = "default",
+        name_prefix: str | None = None,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        poll_interval: float = 10.0,
+        cleanup_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.checkpoint = checkpoint
+        self.model_name = model_name
+        self.topology = topology
+        self.pathways_dir = pathways_dir
+        self.tpu = tpu
+        self.machine_type = machine_type
+        self.image = image
+        self.http_image = http_image
+        self.pathways_version = pathways_version
+        self.config = config
+        self.server_args = server_args
+        self.env = env
+        self.image_pull_policy = image_pull_policy
+        self.node_selector = node_selector
+        self.service_account_name = service_account_name
+        self.startup_timeout = startup_timeout
+        self.verify_checkpoint = verify_checkpoint
+        self.namespace = namespace
+        self.name_prefix = name_prefix
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+        )
+        self.poll_interval = poll_interval
+        self.cleanup_timeout = cleanup_timeout
+        self._created: list[tuple[Resource, str, str]] = []
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    # --- pure questions ------------------------------------------------------------------------
+
+    def server(self) -> JetStreamServer:
+        return build_server(
+            **{name: getattr(self, name) for name in _SERVER_FIELDS},
+            startup_seconds=self.startup_timeout,
+        )
+
+    def _problems(self, only_known: bool) -> list[SpecProblem]:
+        problems: list[SpecProblem] = []
+        placement = (self.namespace, self.name_prefix)
+        if not (only_known and looks_templated(placement)):
+            problems.extend(_placement_problems(*placement))
+        arguments = {name: getattr(self, name) for name in (*_SERVER_FIELDS, "startup_timeout")}
+        if not (only_known and looks_templated(arguments)):
+            try:
+                self.server()
+            except InvalidWorkloadSpec as error:
+                problems.extend(error.problems)
+        if not isinstance(self.poll_interval, (int, float)) or self.poll_interval <= 0:
+            problems.append(
+                SpecProblem("poll_interval", self.poll_interval, "must be a number of seconds > 0")
+            )
+        return problems
+
+    def validate(self, *, only_known: bool = False) -> None:
+        """Raise ``InvalidWorkloadSpec`` (a ``ValueError``) for anything that must not be deployed."""
+        problems = self._problems(only_known)
+        if problems:
+            raise InvalidWorkloadSpec(problems)
+
+    def names(self, context: Context | None = None) -> ServingNames:
+        return serving_names(task_identity(self, context), self.name_prefix)
+
+    def _labels(self, context: Context | None) -> tuple[dict[str, str], dict[str, str]]:
+        identity = task_identity(self, context)
+        labels = identity.labels()
+        labels.pop("pathways-airflow/attempt", None)
+        return labels, identity.annotations()
+
+    def server_manifests(self, context: Context | None = None) -> list[dict[str, Any]]:
+        """The LeaderWorkerSet and Service exactly as they would be applied (a dry run)."""
+        self.validate()
+        return self._server_objects(context, self.server(), self.names(context))
+
+    def _server_objects(
+        self, context: Context | None, server: JetStreamServer, names: ServingNames
+    ) -> list[dict[str, Any]]:
+        labels, annotations = self._labels(context)
+        return [
+            render_leaderworkerset(
+                server, name=names.lws, namespace=self.namespace, labels=labels, annotations=annotations
+            ),
+            render_service(
+                name=names.service,
+                namespace=self.namespace,
+                lws_name=names.lws,
+                labels=labels,
+                annotations=annotations,
+            ),
+        ]
+
+    # --- acting --------------------------------------------------------------------------------
+
+    def _check_stopped(self) -> None:
+        if self._stopped.is_set():
+            raise PathwaysError(f"{self.task_id} was stopped; what it created is being deleted")
+
+    def _create(self, manifest: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        """Create (or adopt this task's own earlier) object, and remember it for deletion."""
+        self._check_stopped()
+        identity = task_identity(self, context)
+        adoption = self.hook.create_or_adopt(manifest, identity.key)
+        meta = manifest["metadata"]
+        resource = {"LeaderWorkerSet": LEADERWORKERSET, "Service": SERVICE, "Job": JOB}[manifest["kind"]]
+        with self._lock:
+            self._created.append((resource, meta["namespace"], meta["name"]))
+        verb = "created" if adoption.created else "adopted this task's existing"
+        self.log.info("%s %s %s/%s", verb, manifest["kind"], meta["namespace"], meta["name"])
+        self._check_stopped()
+        return adoption.obj
+
+    def _preflight(self, server: JetStreamServer, results_uri: str | None = None) -> None:
+        """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket."""
+        from google.api_core.exceptions import Forbidden, NotFound
+
+        client = self._storage_client()
+        if self.verify_checkpoint:
+            step_dir = step_dir_of(server.load_parameters_path)
+            marker = commit_marker_uri(step_dir)
+            bucket, name = split_gcs_uri(marker)
+            try:
+                committed = client.bucket(bucket).blob(name).exists()
+            except Forbidden:
+                self.log.warning(
+                    "cannot read %s (permission denied); not checking that the checkpoint is committed",
+                    marker,
+                )
+                committed = True
+            if not committed:
+                raise BadSpecError(
+                    f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
+                    "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
+                    "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
+                    "Orbax's marker."
+                )
+        if results_uri is not None:
+            bucket, _ = split_gcs_uri(results_uri)
+            try:
+                next(iter(client.list_blobs(bucket, max_results=1)), None)
+            except NotFound:
+                raise BadSpecError(
+                    f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
+                    f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
+                ) from None
+            except Forbidden:
+                self.log.warning(
+                    "cannot list gs://%s (permission denied); not checking that it exists", bucket
+                )
+
+    def _storage_client(self) -> Any:
+        from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+        return GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn()
+
+    def _deploy(self, context: Context, server: JetStreamServer, names: ServingNames) -> None:
+        for manifest in self._server_objects(context, server, names):
+            self._create(manifest, context)
+
+    def _wait(self, deadline: float, step: Callable[[], Any]) -> Any:
+        """Call ``step`` every ``poll_interval`` until it returns something, the task stops, or time is up."""
+        while True:
+            self._check_stopped()
+            value = step()
+            if value is not None:
+                return value
+            if time.monotonic() >= deadline:
+                return None
+            self._stopped.wait(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+
+    def _wait_until_serving(self, names: ServingNames, server: JetStreamServer) -> None:
+        """Until the LeaderWorkerSet is Available and ``/healthcheck`` answers 200 through the Service.
+
+        A ``jax-tpu`` crash fails at once with its exit code and log; running out of
+        ``startup_timeout`` fails with the leader's last log lines.
+        """
+        started = time.monotonic()
+        deadline = started + server.startup_seconds
+        seen: dict[str, Any] = {"summary": None, "leaders": []}
+
+        def step() -> ServerProgress | None:
+            lws = self.hook.get(LEADERWORKERSET, self.namespace, names.lws)
+            pods = (
+                self.hook.list(POD, self.namespace, label_selector=f"{LWS_NAME_LABEL}={names.lws}")
+                if lws
+                else []
+            )
+            progress = server_progress(lws, pods)
+            if lws is None:
+                raise WorkloadDeletedError(
+                    f"LeaderWorkerSet {self.namespace}/{names.lws} was deleted while the server started"
+                )
+            if progress.summary != seen["summary"]:
+                self.log.info("%s: %s (%.0fs)", names.lws, progress.summary, time.monotonic() - started)
+                seen["summary"] = progress.summary
+            if progress.leader_uid and progress.leader_uid not in seen["leaders"]:
+                seen["leaders"].append(progress.leader_uid)
+                if len(seen["leaders"]) > 1:
+                    self.log.warning(
+                        "%s: the group was recreated (%d leaders so far)", names.lws, len(seen["leaders"])
+                    )
+            if progress.crash is not None:
+                raise self._server_crashed(names, progress.crash)
+            if progress.available and self._healthy(names):
+                return progress
+            return None
+
+        if self._wait(deadline, step) is None:
+            raise self._startup_timeout(names, server, seen["summary"], len(seen["leaders"]))
+        self.log.info(
+            "%s serves %s (after %.0fs)", names.service, server.model_name, time.monotonic() - started
+        )
+
+    def _healthy(self, names: ServingNames) -> bool:
+        """One ``GET /healthcheck`` through the API server's service proxy.
+
+        Sent once, not through ``PathwaysHook.request``: its retries treat 500 and 503 as
+        transient API failures and would back off for a minute on every poll, while here they
+        only mean "still loading". Any other error status (403: no ``services/proxy``) is raised.
+        """
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        path = f"/api/v1/namespaces/{self.namespace}/services/{names.service}:{HTTP_PORT}/proxy{HEALTH_PATH}"
+        try:
+            response = self.hook.api_client.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "*/*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                response_types_map={},
+                _request_timeout=30,
+            )
+            _ = response.data  # read to the end, so the pooled connection can carry the next request
+            response.release_conn()
+            return True
+        except ApiException as error:
+            if error.status in NOT_YET_SERVING:
+                return False
+            raise KubernetesApiError(
+                f"GET {path}: HTTP {error.status} {error.reason}: {error.body!r}"
+            ) from None
+        except (HTTPError, OSError):
+            return False
+
+    def _log_tail(self, pod: str, container: str) -> list[str]:
+        return self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES)
+
+    def _previous_log_tail(self, pod: str, container: str) -> list[str]:
+        """The log of the run before the container's last restart (empty if there is none)."""
+        try:
+            text = self.hook.request(
+                "GET",
+                POD.path(self.namespace, pod, "log"),
+                query={"container": container, "tailLines": LOG_TAIL_LINES, "previous": True},
+                raw=True,
+            )
+        except Exception:
+            return []
+        return text.splitlines()[-LOG_TAIL_LINES:]
+
+    def _quoted(self, lines: list[str], pod: str, container: str) -> str:
+        if not lines:
+            where = " (see the Cloud Logging link of this cluster)" if self.cluster_name else ""
+            return f"The log of {pod}/{container} could not be read{where}."
+        return f"Last {len(lines)} log lines of {pod}/{container}:\n" + "\n".join(
+            f"  | {line}" for line in lines
+        )
+
+    def _server_crashed(self, names: ServingNames, crash: ContainerExit) -> Exception:
+        lines = (
+            self._previous_log_tail(crash.pod, crash.container) if crash.restarted else []
+        ) or self._log_tail(crash.pod, crash.container)
+        return UserCodeError(
+            f"the JetStream server of {self.namespace}/{names.lws} exited with code {crash.exit_code}"
+            f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
+            f"{self._quoted(lines, crash.pod, crash.container)}\n{self._kubectl_hint(names)}",
+            exit_code=crash.exit_code,
+        )
+
+    def _startup_timeout(
+        self, names: ServingNames, server: JetStreamServer, summary: str | None, leaders: int
+    ) -> Exception:
+        leader = f"{names.lws}-0"
+        lines = self._log_tail(leader, SERVER_CONTAINER)
+        recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
+        return InfrastructureError(
+            f"the JetStream server {self.namespace}/{names.lws} did not serve within startup_timeout="
+            f"{server.startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n"
+            f"{self._quoted(lines, leader, SERVER_CONTAINER)}\n{self._kubectl_hint(names)}"
+        )
+
+    def _kubectl_hint(self, names: ServingNames) -> str:
+        return (
+            f"Look further with: kubectl -n {self.namespace} describe leaderworkerset {names.lws}; "
+            f"kubectl -n {self.namespace} get pods -l {LWS_NAME_LABEL}={names.lws}"
+        )
+
+    def _delete_created(self, *, wait: bool) -> None:
+        """Delete every object this task created or adopted; with ``wait``, until their pods are gone.
+
+        Errors are logged, not raised, once the first delete has been tried for each object, so one
+        failure never leaves the others behind.
+        """
+        with self._lock:
+            created, self._created = list(reversed(self._created)), []
+        errors = []
+        for resource, namespace, name in created:
+            try:
+                if self.hook.delete(resource, namespace, name):
+                    self.log.info("deleted %s %s/%s", resource.kind, namespace, name)
+            except Exception as error:
+                errors.append(f"{resource.kind} {namespace}/{name}: {error}")
+                self.log.error("could not delete %s %s/%s: %s", resource.kind, namespace, name, error)
+        if wait and created:
+            self._wait_gone(created)
+        if errors:
+            raise KubernetesApiError("could not delete " + "; ".join(errors))
+
+    def _wait_gone(self, objects: Sequence[tuple[Resource, str, str]]) -> None:
+        """Until the objects and their pods are gone (the TPUs are free), at most ``cleanup_timeout``."""
+        selectors = [
+            f"{LWS_NAME_LABEL}={name}" if resource is LEADERWORKERSET else f"{JOB_NAME_LABEL}={name}"
+            for resource, _, name in objects
+            if resource in (LEADERWORKERSET, JOB)
+        ]
+        deadline = time.monotonic() + self.cleanup_timeout
+        remaining: list[str] = []
+        while True:
+            remaining = [f"{r.kind} {n}" for r, ns, n in objects if self.hook.get(r, ns, n) is not None]
+            for selector in selectors:
+                remaining += [
+                    f"pod {p['metadata']['name']}"
+                    for p in self.hook.list(POD, self.namespace, label_selector=selector)
+                ]
+            if not remaining or time.monotonic() >= deadline:
+                break
+            time.sleep(min(self.poll_interval, 2.0))
+        if remaining:
+            self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
+        else:
+            self.log.info("deleted objects and their pods are gone")
+
+    def on_kill(self) -> None:
+        """The task was killed or timed out: stop waiting and delete what it created."""
+        self._stopped.set()
+        self.log.info("%s stopped: deleting what it created", self.task_id)
+        self._delete_created(wait=False)
+
+
+# --- the operators -------------------------------------------------------------------------------
+
+
+class InferenceBenchmarkOperator(_JetStreamServerOperator):
+    """Benchmark a serving checkpoint with JetStream on Pathways, then tear everything down.
+
+    Deploys a LeaderWorkerSet (leader: Pathways proxy and resource manager, JetStream, JetStream
+    HTTP; one Pathways worker per TPU VM of one slice) and a Service, waits until the
+    LeaderWorkerSet is Available and ``/healthcheck`` answers 200, runs JetStream's
+    ``benchmark_serving.py`` as a Job against the Service's gRPC port, reads the result JSON it
+    copied to ``results_uri`` and returns the metrics. The LeaderWorkerSet, Service and Job are
+    deleted whatever happens (success, failure, kill, timeout), and the task waits until their
+    pods are gone so the slice is free when it ends.
+
+    :param checkpoint: the ``{"uri", "items_uri"}`` that ``CheckpointConversionOperator`` returns,
+        or the ``gs://`` URI of a serving checkpoint's ``items`` directory.
+    :param model_name: MaxText model name (``"llama2-70b"``), for the server and the result.
+    :param tpu: TPU generation (``"v6e"``) or set ``machine_type``; :param topology: slice topology.
+    :param pathways_dir: ``gs://`` scratch location for Pathways.
+    :param image: JetStream-on-Pathways server image; :param http_image: JetStream HTTP front end;
+        :param pathways_version: tag of the Pathways server and proxy images.
+    :param config: MaxText config file; :param server_args: more MaxText ``key=value`` settings
+        (``load_parameters_path`` and ``model_name`` come from ``checkpoint`` and ``model_name``).
+    :param env: environment of the JetStream container (``{"NAME": "value"}`` or EnvVar dicts).
+    :param num_prompts: :param request_rate: requests per second or ``"inf"``;
+        :param max_output_length: as ``benchmark_serving.py``'s flags.
+    :param dataset: ``test``, ``sharegpt``, ``openorca``, ``mmlu``, ``math500``, ``longcontext``
+        or ``prefix_cache_test``; :param dataset_path: its file (required except for ``test``);
+        :param tokenizer: ``--tokenizer``; :param benchmark_args: more flags, each a list item.
+    :param results_uri: ``gs://`` object (``….json``) or directory for the result JSON; a
+        directory gets ``<server name>.json``, one object per task instance.
+    :param benchmark_image: image with JetStream's benchmarks and ``gsutil`` (default: ``image``);
+        :param benchmark_script: path of ``benchmark_serving.py`` in it.
+    :param startup_timeout: seconds to wait for the server (scheduling, restore, warm-up);
+        default 1800, sized for a 405B restore. :param benchmark_timeout: seconds for the Job.
+    :param verify_checkpoint: check ``<step>/commit_success.txt`` before requesting a slice.
+    :param deferrable: only ``False``: the operator polls in the worker.
+    :param poll_interval: seconds between looks; :param cleanup_timeout: seconds to wait for the
+        deleted pods to go.
+    """
+
+    template_fields: Sequence[str] = (
+        *_SERVING_TEMPLATE_FIELDS,
+        "num_prompts",
+        "request_rate",
+        "max_output_length",
+        "dataset",
+        "dataset_path",
+        "tokenizer",
+        "benchmark_args",
+        "results_uri",
+        "benchmark_image",
+        "benchmark_script",
+        "benchmark_env",
+        "benchmark_timeout",
+    )
+    template_fields_renderers = {
+        **_JetStreamServerOperator.template_fields_renderers,
+        "benchmark_args": "py",
+        "benchmark_env": "json",
+    }
+
+    def __init__(
+        self,
+        *,
+        num_prompts: int | str,
+        request_rate: float | str,
+        max_output_length: int | str,
+        dataset: str,
+        results_uri: str,
+        dataset_path: str | None = None,
+        tokenizer: str | None = None,
+        benchmark_args: Sequence[str] | None = None,
+        benchmark_image: str | None = None,
+        benchmark_script: str = DEFAULT_BENCHMARK_SCRIPT,
+        benchmark_env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        benchmark_timeout: int | str = 3600,
+        deferrable: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.num_prompts = num_prompts
+        self.request_rate = request_rate
+        self.max_output_length = max_output_length
+        self.dataset = dataset
+        self.results_uri = results_uri
+        self.dataset_path = dataset_path
+        self.tokenizer = tokenizer
+        self.benchmark_args = benchmark_args
+        self.benchmark_image = benchmark_image
+        self.benchmark_script = benchmark_script
+        self.benchmark_env = benchmark_env
+        self.benchmark_timeout = benchmark_timeout
+        self.deferrable = deferrable
+        self.validate(only_known=True)
+
+    def benchmark(self) -> BenchmarkRun:
+        return build_benchmark(
+            model_name=self.model_name,
+            dataset=self.dataset,
+            num_prompts=self.num_prompts,
+            request_rate=self.request_rate,
+            max_output_length=self.max_output_length,
+            dataset_path=self.dataset_path,
+            tokenizer=self.tokenizer,
+            extra_args=self.benchmark_args,
+            image=self.benchmark_image or self.image,
+            script=self.benchmark_script,
+            env=self.benchmark_env,
+            image_pull_policy=self.image_pull_policy,
+            timeout_seconds=self.benchmark_timeout,
+            service_account_name=self.service_account_name,
+        )
+
+    def _problems(self, only_known: bool) -> list[SpecProblem]:
+        problems = super()._problems(only_known)
+        if self.deferrable is not False:
+            problems.append(
+                SpecProblem(
+                    "deferrable",
+                    self.deferrable,
+                    "this operator waits in the worker; only False is supported",
+                    ("False",),
+                )
+            )
+        fields = (
+            "model_name",
+            "dataset",
+            "num_prompts",
+            "request_rate",
+            "max_output_length",
+            "dataset_path",
+            "tokenizer",
+            "benchmark_args",
+            "benchmark_image",
+            "benchmark_script",
+            "benchmark_env",
+            "benchmark_timeout",
+            "image",
+            "image_pull_policy",
+            "service_account_name",
+        )
+        if not (only_known and looks_templated({f: getattr(self, f) for f in fields})):
+            try:
+                self.benchmark()
+            except InvalidWorkloadSpec as error:
+                known = {(p.field, repr(p.value)) for p in problems}
+                problems.extend(p for p in error.problems if (p.field, repr(p.value)) not in known)
+        if not (only_known and looks_templated(self.results_uri)):
+            problem = results_uri_problem(self.results_uri)
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def result_uri(self, names: ServingNames) -> str:
+        return result_object_uri(self.results_uri, names.lws)
+
+    def render_manifests(self, context: Context | None = None) -> list[dict[str, Any]]:
+        """The LeaderWorkerSet, Service and benchmark Job exactly as they would be applied (a dry run)."""
+        manifests = self.server_manifests(context)
+        names = self.names(context)
+        labels, annotations = self._labels(context)
+        job = render_benchmark_job(
+            self.benchmark(),
+            name=names.job,
+            namespace=self.namespace,
+            service=names.service,
+            result_uri=self.result_uri(names),
+            labels=labels,
+            annotations=annotations,
+        )
+        return [*manifests, job]
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
+        server, run, names = self.server(), self.benchmark(), self.names(context)
+        result_uri = self.result_uri(names)
+        self._preflight(server, result_uri)
+        succeeded = False
+        try:
+            self._deploy(context, server, names)
+            self._wait_until_serving(names, server)
+            metrics = self._run_benchmark(context, run, names, result_uri)
+            succeeded = True
+            return metrics
+        finally:
+            try:
+                self._delete_created(wait=True)
+            except Exception:
+                if succeeded:
+                    raise
+                self.log.exception("cleanup after the failure did not finish")
+
+    def _run_benchmark(
+        self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str
+    ) -> dict[str, Any]:
+        labels, annotations = self._labels(context)
+        manifest = render_benchmark_job(
+            run,
+            name=names.job,
+            namespace=self.namespace,
+            service=names.service,
+            result_uri=result_uri,
+            labels=labels,
+            annotations=annotations,
+        )
+        job = self._create(manifest, context)
+        if job_outcome(job) == "failed":
+            self.log.info(
+                "%s already exists and has failed (an earlier try of this task); running it again", names.job
+            )
+            self._delete_created_job(names)
+            job = self._create(manifest, context)
+        self.log.info(
+            "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
+            names.service,
+            GRPC_PORT,
+            run.num_prompts,
+            run.request_rate,
+            run.max_output_length,
+        )
+        deadline = time.monotonic() + run.timeout_seconds + JOB_DEADLINE_GRACE
+
+        def finished() -> dict[str, Any] | None:
+            current = self.hook.get(JOB, self.namespace, names.job)
+            if job_outcome(current) == "gone":
+                raise WorkloadDeletedError(
+                    f"benchmark Job {self.namespace}/{names.job} was deleted while it ran"
+                )
+            return current if job_outcome(current) != "running" else None
+
+        done = self._wait(deadline, finished)
+        if done is None:
+            raise InfrastructureError(
+                f"benchmark Job {self.namespace}/{names.job} did not finish within "
+                f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
+            )
+        pods = self.hook.list(POD, self.namespace, label_selector=f"{JOB_NAME_LABEL}={names.job}")
+        if job_outcome(done) == "failed":
+            raise self._benchmark_failed(done, pods, names)
+        for pod in pods:
+            lines = self._log_tail(pod["metadata"]["name"], BENCHMARK_CONTAINER)
+            if lines:
+                self.log.info("benchmark output:\n%s", "\n".join(lines))
+                break
+        return {**self._read_result(result_uri), "result_uri": result_uri}
+
+    def _delete_created_job(self, names: ServingNames) -> None:
+        self.hook.delete(JOB, self.namespace, names.job)
+        with self._lock:
+            self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
+        deadline = time.monotonic() + self.cleanup_timeout
+        while self.hook.get(JOB, self.namespace, names.job) is not None:
+            if time.monotonic() >= deadline:
+                raise InfrastructureError(
+                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try "
+                    "is still being deleted"
+                )
+            time.sleep(min(self.poll_interval, 1.0))
+
+    def _benchmark_failed(
+        self, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], names: ServingNames
+    ) -> Exception:
+        reason = job_failure_reason(job)
+        crash = next(
+            (c for c in (crashed_container(p, BENCHMARK_CONTAINER) for p in pods) if c is not None), None
+        )
+        hint = f"Look further with: kubectl -n {self.namespace} describe job {names.job}"
+        if crash is None:
+            return UserCodeError(
+                f"benchmark Job {self.namespace}/{names.job} failed ({reason}); "
+                f"no container exit code was recorded.\n{hint}"
+            )
+        lines = self._log_tail(crash.pod, crash.container)
+        return UserCodeError(
+            f"benchmark Job {self.namespace}/{names.job} failed ({reason}): "
+            f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}.\n"
+            f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}",
+            exit_code=crash.exit_code,
+        )
+
+    def _read_result(self, result_uri: str) -> dict[str, Any]:
+        from google.api_core.exceptions import NotFound
+
+        bucket, name = split_gcs_uri(result_uri)
+        try:
+            data = self._storage_client().bucket(bucket).blob(name).download_as_bytes()
+        except NotFound:
+            raise UserCodeError(
+                f"the benchmark finished but {result_uri} does not exist: did benchmark_serving.py "
+                "write a *.json result (--save-result) and gsutil copy it?"
+            ) from None
+        try:
+            return benchmark_metrics(json.loads(data), source=result_uri)
+        except ValueError as error:
+            raise UserCodeError(f"cannot read the benchmark result: {error}") from None
+
+
+class DeployInferenceServerOperator(_JetStreamServerOperator):
+    """Deploy a JetStream-on-Pathways server and wait until it serves (an Airflow setup task).
+
+    Takes the server parameters of :class:`InferenceBenchmarkOperator`. Returns ``name`` (the
+    LeaderWorkerSet), ``service``, ``namespace``, ``http_port`` (8000: ``/generate``,
+    ``/healthcheck``), ``grpc_port`` (9000) and ``task_key``. A teardown task cannot run when its
+    setup failed, so if the server does not come up this task deletes it itself; once it serves,
+    deleting it is :class:`TeardownInferenceServerOperator`'s job (or killing this task's retry).
+    """
+
+    template_fields: Sequence[str] = _SERVING_TEMPLATE_FIELDS
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validate(only_known=True)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
+        server, names = self.server(), self.names(context)
+        self._preflight(server)
+        try:
+            self._deploy(context, server, names)
+            self._wait_until_serving(names, server)
+        except BaseException:
+            try:
+                self._delete_created(wait=True)
+            except Exception:
+                self.log.exception("cleanup after the failure did not finish")
+            raise
+        with self._lock:
+            self._created = []
+        return {
+            "name": names.lws,
+            "service": names.service,
+            "namespace": self.namespace,
+            "http_port": HTTP_PORT,
+            "grpc_port": GRPC_PORT,
+            "task_key": task_identity(self, context).key,
+        }
+
+
+class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
+    """Delete a server deployed by :class:`DeployInferenceServerOperator` (an Airflow teardown task).
+
+    Finds what to delete without needing the setup's XCom: every LeaderWorkerSet, Service and Job
+    labelled with the deploy task's key (computed from ``deploy_task_id`` and this run), plus the
+    deterministic names of ``server`` when given (the deploy task's return value or the
+    LeaderWorkerSet name) if pathways-airflow created them. Waits until their pods are gone.
+    Nothing to delete is not an error.
+    """
+
+    template_fields: Sequence[str] = ("deploy_task_id", "server", "namespace", *CLUSTER_TEMPLATE_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        deploy_task_id: str | None = None,
+        server: Mapping[str, Any] | str | None = None,
+        namespace: str = "default",
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        project_id: str | None = None,
+        location: str | None = None,
+        cluster_name: str | None = None,
+        gcp_conn_id: str = "google_cloud_default",
+        impersonation_chain: str | Sequence[str] | None = None,
+        use_dns_endpoint: bool = False,
+        cleanup_timeout: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.deploy_task_id = deploy_task_id
+        self.server = server
+        self.namespace = namespace
+        self.set_cluster(
+            kubernetes_conn_id=kubernetes_conn_id,
+            project_id=project_id,
+            location=location,
+            cluster_name=cluster_name,
+            gcp_conn_id=gcp_conn_id,
+            impersonation_chain=impersonation_chain,
+            use_dns_endpoint=use_dns_endpoint,
+        )
+        self.cleanup_timeout = cleanup_timeout
+        if deploy_task_id is None and server is None:
+            raise InvalidWorkloadSpec(
+                [
+                    SpecProblem(
+                        "deploy_task_id",
+                        None,
+                        "set deploy_task_id (the setup task) or server (its return value)",
+                    )
+                ]
+            )
+
+    def targets(self, context: Context) -> list[tuple[Resource, str]]:
+        """``(resource, name)`` of everything to delete, found by label and by name."""
+        found: dict[tuple[str, str], Resource] = {}
+        if self.deploy_task_id:
+            ti = context["ti"]
+            map_index = getattr(ti, "map_index", None)
+            key = TaskIdentity(
+                ti.dag_id, self.deploy_task_id, ti.run_id, -1 if map_index is None else map_index
+            ).key
+            for resource in (JOB, SERVICE, LEADERWORKERSET):
+                for obj in self.hook.list(resource, self.namespace, label_selector=f"{TASK_KEY_LABEL}={key}"):
+                    found[(resource.kind, obj["metadata"]["name"])] = resource
+        if self.server:
+            name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
+            names = names_for(str(name))
+            for resource, item in ((JOB, names.job), (SERVICE, names.service), (LEADERWORKERSET, names.lws)):
+                obj = self.hook.get(resource, self.namespace, item)
+                labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+                if obj is None or labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
+                    found.setdefault((resource.kind, item), resource)
+                else:
+                    self.log.warning(
+                        "not deleting %s %s/%s: pathways-airflow did not create it",
+                        resource.kind,
+                        self.namespace,
+                        item,
+                    )
+        return [(resource, name) for (_, name), resource in found.items()]
+
+    def execute(self, context: Context) -> list[str]:
+        if not is_dns1123_label(self.namespace):
+            raise InvalidWorkloadSpec(
+                [SpecProblem("namespace", self.namespace, "must be a DNS label (≤ 63 of [a-z0-9-])")]
+            )
+        targets = self.targets(context)
+        deleted = []
+        for resource, name in targets:
+            if self.hook.delete(resource, self.namespace, name):
+                deleted.append(f"{resource.kind}/{name}")
+                self.log.info("deleted %s %s/%s", resource.kind, self.namespace, name)
+        if not deleted:
+            self.log.info("nothing to delete: the server is already gone")
+            return deleted
+        selectors = [
+            f"{LWS_NAME_LABEL}={name}" if resource is LEADERWORKERSET else f"{JOB_NAME_LABEL}={name}"
+            for resource, name in targets
+            if resource in (LEADERWORKERSET, JOB)
+        ]
+        deadline = time.monotonic() + self.cleanup_timeout
+        remaining: list[str] = []
+        while True:
+            remaining = [
+                f"{r.kind}/{n}" for r, n in targets if self.hook.get(r, self.namespace, n) is not None
+            ]
+            remaining += [
+                f"pod/{p['metadata']['name']}"
+                for s in selectors
+                for p in self.hook.list(POD, self.namespace, label_selector=s)
+            ]
+            if not remaining or time.monotonic() >= deadline:
+                break
+            time.sleep(1.0)
+        if remaining:
+            self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
+        else:
+            self.log.info("%s and their pods are gone", ", ".join(deleted))
+        return deleted
+
+
+__all__ = [
+    "DeployInferenceServerOperator",
+    "InferenceBenchmarkOperator",
+    "TeardownInferenceServerOperator",
+    "job_outcome",
+    "server_progress",
+]

@@ -1,0 +1,913 @@
+"""What to run for an inference benchmark: JetStream on Pathways as a LeaderWorkerSet, its Service,
+and a ``benchmark_serving.py`` Job. Pure: no I/O, no Airflow.
+
+The layout is the one in Google's multi-host JetStream-on-Pathways manifests
+(``leaderworkerset.x-k8s.io/v1``): one group per slice, whose leader pod runs ``pathways-proxy``
+(38681), ``pathways-rm`` (38677), ``jax-tpu`` (the JetStream server, gRPC 9000) and
+``jetstream-http`` (8000, ``GET /healthcheck`` answers 500 until the model is loaded), and whose
+``VMs per slice`` worker pods run the Pathways worker on the TPUs. ``size`` is therefore
+``VMs + 1``. The leader does not request TPUs but sits on the slice's node pool (node selector and
+toleration), and the ``exclusive-topology`` annotation keeps one group per node pool.
+
+Everything a user gives is checked before anything is rendered (:func:`build_server`,
+:func:`build_benchmark`), with the field, the value and the valid choices, so a bad DAG fails at
+parse time rather than after a TPU slice has been held for a 20-minute checkpoint restore.
+
+Names (:func:`serving_names`). The LeaderWorkerSet's name ``N`` is the provider's workload name
+(``<slug>-<hash>``, at most 22 characters, deterministic per task instance). Everything derived
+from it must stay within the Kubernetes limits:
+
+==========================================================  ================  =====
+derived from the LeaderWorkerSet name N                     length            limit
+==========================================================  ================  =====
+LeaderWorkerSet, leader StatefulSet, headless Service       N                 63
+Service ``N-svc`` (DNS-1035 label)                          N + 4             63
+worker StatefulSet ``N-<group>`` (one group: ``N-0``)       N + 2             63
+its pods' ``controller-revision-hash`` ``N-0-<10 chars>``   N + 13            63
+worker pod hostnames ``N-0-<worker>`` (≤ 4 digits)          N + 7             63
+benchmark Job ``N-bench`` and its pods ``N-bench-<5>``      N + 12            63
+==========================================================  ================  =====
+
+The StatefulSet revision label binds: N ≤ 50 (:data:`MAX_SERVING_NAME`). Workload names are far
+shorter, so a prefix chosen for training fits here too.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pathways_airflow.checkpoints import ITEMS_DIR, join
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.names import TaskIdentity, is_dns_label
+from pathways_airflow.spec.render import ACCELERATOR_LABEL, IMAGE_REPOSITORY, NODEPOOL_LABEL, TOPOLOGY_LABEL
+from pathways_airflow.spec.tpu import SliceShape, resolve_machine_type, slice_shape
+from pathways_airflow.spec.workload import (
+    _GCS_PATH,
+    _IMAGE,
+    _IMAGE_TAG,
+    IMAGE_PULL_POLICIES,
+    EnvVar,
+    _dns_subdomain_ok,
+    _env,
+)
+
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+LWS_PREFIX = "leaderworkerset.sigs.k8s.io"
+LWS_NAME_LABEL = f"{LWS_PREFIX}/name"
+LWS_WORKER_INDEX_LABEL = f"{LWS_PREFIX}/worker-index"
+LWS_EXCLUSIVE_TOPOLOGY = f"{LWS_PREFIX}/exclusive-topology"
+LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+
+PROXY_PORT = 38681
+RESOURCE_MANAGER_PORT = 38677
+WORKER_PORT = 38679
+GRPC_PORT = 9000
+"""JetStream's gRPC port: what ``benchmark_serving.py`` talks to."""
+HTTP_PORT = 8000
+"""``jetstream-http``: ``/healthcheck`` (500 until the model is loaded) and ``/generate``."""
+HEALTH_PATH = "/healthcheck"
+
+SERVER_CONTAINER = "jax-tpu"
+HTTP_CONTAINER = "jetstream-http"
+BENCHMARK_CONTAINER = "benchmark"
+LEADER_CONTAINERS = ("pathways-proxy", "pathways-rm", SERVER_CONTAINER, HTTP_CONTAINER)
+
+DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
+DEFAULT_HTTP_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
+DEFAULT_CONFIG = "MaxText/configs/base.yml"
+DEFAULT_BENCHMARK_SCRIPT = "JetStream/benchmarks/benchmark_serving.py"
+"""Where JetStream's benchmark sits in the JetStream/MaxText images (``./JetStream`` in their workdir)."""
+DEFAULT_STARTUP_SECONDS = 1800
+"""A 405B model restores in 7–20 minutes; 30 minutes covers it with room for scheduling."""
+
+DATASETS = ("test", "sharegpt", "openorca", "mmlu", "math500", "longcontext", "prefix_cache_test")
+"""``benchmark_serving.py --dataset`` choices (JetStream ``benchmarks/benchmark_serving.py``)."""
+DATASETS_WITHOUT_PATH = ("test",)
+"""``test`` generates mock requests; every other dataset is read from ``--dataset-path``."""
+
+METRIC_KEYS = (
+    "request_throughput",
+    "input_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_ttst_ms",
+    "median_ttst_ms",
+    "p99_ttst_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "completed",
+    "duration",
+)
+"""What the operator returns from the result JSON's ``metrics``; each must be there."""
+OPTIONAL_METRIC_KEYS = ("total_input_tokens", "total_output_tokens")
+METRIC_ALIASES = {"request_inthroughput": "request_throughput"}
+"""Older ``benchmark_serving.py`` releases misspelled ``request_throughput``."""
+
+MAX_SERVING_NAME = 50
+"""Longest LeaderWorkerSet name whose derived names fit (see the module docstring)."""
+SERVICE_SUFFIX = "-svc"
+JOB_SUFFIX = "-bench"
+RESERVED_SERVER_ARGS = ("load_parameters_path", "model_name")
+"""MaxText settings the operator sets itself from ``checkpoint`` and ``model_name``."""
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+_MAXTEXT_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)$", re.DOTALL)
+_TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingNames:
+    """The deterministic names of one task's server and benchmark."""
+
+    lws: str
+    service: str
+    job: str
+
+
+def serving_names(identity: TaskIdentity, prefix: str | None = None) -> ServingNames:
+    """Names from the task instance: every try of a task computes the same ones (adopt, never duplicate)."""
+    return names_for(identity.workload_name(0, prefix))
+
+
+def names_for(lws: str) -> ServingNames:
+    """The Service and Job names that go with a LeaderWorkerSet name."""
+    if not is_dns_label(lws, MAX_SERVING_NAME):
+        raise InvalidWorkloadSpec(
+            [
+                SpecProblem(
+                    "name",
+                    lws,
+                    f"must be a DNS-1035 label of at most {MAX_SERVING_NAME} characters, so that the "
+                    f"worker StatefulSet's revision label '<name>-0-<hash>' fits in 63",
+                )
+            ]
+        )
+    return ServingNames(lws, f"{lws}{SERVICE_SUFFIX}", f"{lws}{JOB_SUFFIX}")
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def checkpoint_items_uri(checkpoint: Any) -> str:
+    """What JetStream's ``load_parameters_path`` gets, from a conversion result or a URI.
+
+    Accepts the ``{"uri", "items_uri"}`` that ``CheckpointConversionOperator`` returns (``uri``
+    alone means ``<uri>/items``, Orbax's layout), or a ``gs://`` URI of the ``items`` directory.
+    Without ``render_template_as_native_obj`` a templated XCom dict arrives as its Python ``repr``,
+    which is read back as the dict.
+    """
+    field_name = "checkpoint"
+    if isinstance(checkpoint, str) and checkpoint.strip().startswith("{"):
+        try:
+            checkpoint = ast.literal_eval(checkpoint.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    if checkpoint is None or checkpoint == "None":
+        raise InvalidWorkloadSpec(
+            [
+                SpecProblem(
+                    field_name,
+                    checkpoint,
+                    "no checkpoint given (did the upstream conversion return nothing?)",
+                )
+            ]
+        )
+    if isinstance(checkpoint, Mapping):
+        if isinstance(checkpoint.get("items_uri"), str):
+            uri = checkpoint["items_uri"]
+        elif isinstance(checkpoint.get("uri"), str):
+            uri = join(checkpoint["uri"], ITEMS_DIR)
+        else:
+            raise InvalidWorkloadSpec(
+                [
+                    SpecProblem(
+                        field_name,
+                        dict(checkpoint),
+                        "a mapping needs 'items_uri' or 'uri'",
+                        ("items_uri", "uri"),
+                    )
+                ]
+            )
+    elif isinstance(checkpoint, str):
+        uri = checkpoint.strip()
+    else:
+        raise InvalidWorkloadSpec(
+            [
+                SpecProblem(
+                    field_name,
+                    checkpoint,
+                    "must be a gs:// URI or the result of CheckpointConversionOperator",
+                )
+            ]
+        )
+    if not _GCS_PATH.match(uri) or any(c.isspace() for c in uri):
+        raise InvalidWorkloadSpec(
+            [
+                SpecProblem(
+                    field_name, uri, "must be a gs://BUCKET/PATH of the serving checkpoint's items directory"
+                )
+            ]
+        )
+    return uri.rstrip("/")
+
+
+def result_object_uri(results_uri: str, name: str) -> str:
+    """The object the result JSON is copied to: ``results_uri`` itself if it names a ``.json``
+    object, else ``<results_uri>/<name>.json`` (one object per task instance, overwritten by retries)."""
+    problem = results_uri_problem(results_uri)
+    if problem:
+        raise InvalidWorkloadSpec([problem])
+    if results_uri.endswith(".json"):
+        return results_uri
+    return join(results_uri, f"{name}.json")
+
+
+def results_uri_problem(results_uri: Any) -> SpecProblem | None:
+    if not isinstance(results_uri, str) or not _GCS_PATH.match(results_uri):
+        return SpecProblem(
+            "results_uri", results_uri, "must be a gs://BUCKET/PATH (a .json object or a directory)"
+        )
+    if any(c in results_uri for c in "*?[") or "\n" in results_uri:
+        return SpecProblem(
+            "results_uri", results_uri, "must name one object or directory (no wildcards or newlines)"
+        )
+    return None
+
+
+# --- the server ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JetStreamServer:
+    """A valid JetStream-on-Pathways server; built by :func:`build_server`."""
+
+    shape: SliceShape
+    model_name: str
+    load_parameters_path: str
+    pathways_dir: str
+    image: str = DEFAULT_SERVER_IMAGE
+    http_image: str = DEFAULT_HTTP_IMAGE
+    pathways_version: str = "latest"
+    config: str = DEFAULT_CONFIG
+    server_args: tuple[str, ...] = ()
+    env: tuple[EnvVar, ...] = ()
+    image_pull_policy: str = "Always"
+    startup_seconds: int = DEFAULT_STARTUP_SECONDS
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    service_account_name: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Pods per group: the leader plus one Pathways worker per TPU VM of the slice."""
+        return self.shape.vms + 1
+
+
+def build_server(
+    *,
+    checkpoint: Any,
+    model_name: Any,
+    topology: Any,
+    pathways_dir: Any,
+    tpu: Any = None,
+    machine_type: Any = None,
+    image: Any = DEFAULT_SERVER_IMAGE,
+    http_image: Any = DEFAULT_HTTP_IMAGE,
+    pathways_version: Any = "latest",
+    config: Any = DEFAULT_CONFIG,
+    server_args: Any = None,
+    env: Any = None,
+    image_pull_policy: Any = "Always",
+    startup_seconds: Any = DEFAULT_STARTUP_SECONDS,
+    node_selector: Any = None,
+    service_account_name: Any = None,
+) -> JetStreamServer:
+    """Check everything a DAG author wrote and return the server, or raise one error listing every problem."""
+    problems: list[SpecProblem] = []
+    shape = None
+    try:
+        shape = slice_shape(resolve_machine_type(machine_type, tpu), topology)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+    items = None
+    try:
+        items = checkpoint_items_uri(checkpoint)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
+        problems.append(
+            SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
+        )
+    if not isinstance(pathways_dir, str) or not _GCS_PATH.match(pathways_dir):
+        problems.append(
+            SpecProblem(
+                "pathways_dir", pathways_dir, "must be a gs://BUCKET/PATH for Pathways' scratch files"
+            )
+        )
+    for name, value in (("image", image), ("http_image", http_image)):
+        if not isinstance(value, str) or not _IMAGE.match(value):
+            problems.append(SpecProblem(name, value, "must be a non-empty container image reference"))
+    if not isinstance(pathways_version, str) or not _IMAGE_TAG.match(pathways_version):
+        problems.append(
+            SpecProblem(
+                "pathways_version", pathways_version, "must be an image tag such as 'latest' or 'jax-0.5.3'"
+            )
+        )
+    if not isinstance(config, str) or not config.strip() or "=" in config or any(c.isspace() for c in config):
+        problems.append(
+            SpecProblem(
+                "config", config, "must be a MaxText config file path such as 'MaxText/configs/base.yml'"
+            )
+        )
+    args = _server_args(problems, server_args)
+    env_vars = _env(problems, "env", env)
+    if image_pull_policy not in IMAGE_PULL_POLICIES:
+        problems.append(
+            SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
+        )
+    startup = _positive_int(problems, "startup_timeout", startup_seconds)
+    selector = _node_selector(problems, node_selector)
+    _service_account(problems, service_account_name)
+    raise_if_any(problems)
+    assert shape is not None and items is not None and startup is not None
+    return JetStreamServer(
+        shape=shape,
+        model_name=model_name,
+        load_parameters_path=items,
+        pathways_dir=pathways_dir,
+        image=image,
+        http_image=http_image,
+        pathways_version=pathways_version,
+        config=config,
+        server_args=args,
+        env=env_vars,
+        image_pull_policy=image_pull_policy,
+        startup_seconds=startup,
+        node_selector=selector,
+        service_account_name=service_account_name,
+    )
+
+
+def _server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
+    """MaxText ``key=value`` settings after the config file; never the two the operator owns."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        problems.append(
+            SpecProblem(
+                "server_args",
+                value,
+                "must be a list of MaxText key=value strings, e.g. ['per_device_batch_size=10']",
+            )
+        )
+        return ()
+    args: list[str] = []
+    for item in value:
+        match = _MAXTEXT_ARG.match(item) if isinstance(item, str) else None
+        if match is None:
+            problems.append(
+                SpecProblem("server_args", item, "every item must be a MaxText key=value setting")
+            )
+        elif match.group(1) in RESERVED_SERVER_ARGS:
+            problems.append(
+                SpecProblem(
+                    "server_args",
+                    item,
+                    f"{match.group(1)} is set from the operator's "
+                    f"{'checkpoint' if match.group(1) == 'load_parameters_path' else 'model_name'} parameter",
+                    RESERVED_SERVER_ARGS,
+                )
+            )
+        else:
+            args.append(item)
+    return tuple(args)
+
+
+def _service_account(problems: list[SpecProblem], value: Any) -> None:
+    if value is not None and not (isinstance(value, str) and _dns_subdomain_ok(value)):
+        problems.append(
+            SpecProblem(
+                "service_account_name", value, "must be a Kubernetes service account name (DNS subdomain)"
+            )
+        )
+
+
+def _positive_int(problems: list[SpecProblem], name: str, value: Any) -> int | None:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif (
+        isinstance(value, float)
+        and value.is_integer()
+        or isinstance(value, str)
+        and re.fullmatch(r"\s*\d+\s*", value)
+    ):
+        number = int(value)
+    if number is None or number < 1:
+        problems.append(SpecProblem(name, value, "must be a positive integer"))
+        return None
+    return number
+
+
+def _node_selector(problems: list[SpecProblem], value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        problems.append(SpecProblem("node_selector", value, "must map label names to label values (strings)"))
+        return {}
+    owned = sorted(set(value) & {ACCELERATOR_LABEL, TOPOLOGY_LABEL})
+    if owned:
+        problems.append(SpecProblem("node_selector", owned[0], "is set from tpu/machine_type and topology"))
+    return dict(value)
+
+
+def _tpu_pod_spec(server: JetStreamServer, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeSelector": {
+            **server.node_selector,
+            ACCELERATOR_LABEL: server.shape.machine_type.accelerator,
+            TOPOLOGY_LABEL: server.shape.topology,
+        },
+        "tolerations": [dict(_TPU_TOLERATION)],
+        "containers": containers,
+    }
+    if server.service_account_name:
+        spec["serviceAccountName"] = server.service_account_name
+    return spec
+
+
+def _pathways_image(server: JetStreamServer, name: str) -> str:
+    return f"{IMAGE_REPOSITORY}/{name}:{server.pathways_version}"
+
+
+def _health_probe(period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": HEALTH_PATH, "port": HTTP_PORT, "scheme": "HTTP"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+    }
+
+
+def _server_container(server: JetStreamServer) -> dict[str, Any]:
+    """``jax-tpu``: JetStream with MaxText on Pathways.
+
+    The startup probe gives the server as long as the operator waits (``startup_seconds``), so the
+    kubelet never restarts a restore the operator is still willing to wait for, and the operator
+    never waits on a server the kubelet has given up on.
+    """
+    container: dict[str, Any] = {
+        "name": SERVER_CONTAINER,
+        "image": server.image,
+        "imagePullPolicy": server.image_pull_policy,
+        "args": [
+            server.config,
+            f"model_name={server.model_name}",
+            f"load_parameters_path={server.load_parameters_path}",
+            *server.server_args,
+        ],
+        "ports": [{"containerPort": GRPC_PORT}],
+        "startupProbe": _health_probe(10, max(1, math.ceil(server.startup_seconds / 10))),
+        "livenessProbe": _health_probe(60, 10),
+        "readinessProbe": _health_probe(10, 6),
+    }
+    if server.env:
+        container["env"] = [dict(e) for e in server.env]
+    return container
+
+
+def _leader_containers(server: JetStreamServer) -> list[dict[str, Any]]:
+    scratch = f"--gcs_scratch_location={server.pathways_dir}"
+    return [
+        {
+            "name": "pathways-proxy",
+            "image": _pathways_image(server, "proxy_server"),
+            "imagePullPolicy": "Always",
+            "args": [
+                f"--resource_manager_address={LEADER_ADDRESS}:{RESOURCE_MANAGER_PORT}",
+                f"--server_port={PROXY_PORT}",
+                scratch,
+            ],
+            "ports": [{"containerPort": PROXY_PORT}],
+        },
+        {
+            "name": "pathways-rm",
+            "image": _pathways_image(server, "server"),
+            "imagePullPolicy": "Always",
+            "env": [
+                {"name": "HOST_ADDRESS", "value": LEADER_ADDRESS},
+                {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
+            ],
+            "args": [
+                f"--server_port={RESOURCE_MANAGER_PORT}",
+                scratch,
+                "--node_type=resource_manager",
+                "--instance_count=1",
+                f"--instance_type={server.shape.machine_type.pathways_instance_type}:{server.shape.topology}",
+            ],
+            "ports": [{"containerPort": RESOURCE_MANAGER_PORT}],
+        },
+        _server_container(server),
+        {
+            "name": HTTP_CONTAINER,
+            "image": server.http_image,
+            "imagePullPolicy": server.image_pull_policy,
+            "ports": [{"containerPort": HTTP_PORT}],
+        },
+    ]
+
+
+def _worker_container(server: JetStreamServer) -> dict[str, Any]:
+    return {
+        "name": "worker",
+        "image": _pathways_image(server, "server"),
+        "imagePullPolicy": "Always",
+        "args": [
+            f"--server_port={WORKER_PORT}",
+            f"--resource_manager_address={LEADER_ADDRESS}:{RESOURCE_MANAGER_PORT}",
+            f"--gcs_scratch_location={server.pathways_dir}",
+        ],
+        "ports": [{"containerPort": WORKER_PORT}],
+        "resources": {"limits": {"google.com/tpu": str(server.shape.chips_per_vm)}},
+    }
+
+
+def _metadata(
+    name: str, namespace: str, labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
+def render_leaderworkerset(
+    server: JetStreamServer,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The LeaderWorkerSet serving ``server``: one group on one slice, one node pool to itself.
+
+    ``labels`` go on the LeaderWorkerSet and on every pod, so a task's pods are found by its
+    task-key label as well as by the LWS name.
+    """
+    names_for(name)
+    template_metadata = {"labels": dict(labels)} if labels else {}
+    return {
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(
+            name, namespace, labels, {**(annotations or {}), LWS_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
+        ),
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": server.size,
+                "leaderTemplate": {
+                    **({"metadata": dict(template_metadata)} if template_metadata else {}),
+                    "spec": _tpu_pod_spec(server, _leader_containers(server)),
+                },
+                "workerTemplate": {
+                    **({"metadata": dict(template_metadata)} if template_metadata else {}),
+                    "spec": _tpu_pod_spec(server, [_worker_container(server)]),
+                },
+            },
+        },
+    }
+
+
+def service_selector(lws_name: str) -> dict[str, str]:
+    """The leader pod of the server: LWS labels every pod with its name and worker index (0 = leader)."""
+    return {LWS_NAME_LABEL: lws_name, LWS_WORKER_INDEX_LABEL: "0"}
+
+
+def render_service(
+    *,
+    name: str,
+    namespace: str,
+    lws_name: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The server's Service: ``jetstream-http`` (8000) for health and ``/generate``, gRPC (9000)
+    for the benchmark.
+
+    Its name differs from the LeaderWorkerSet's: LWS creates a headless Service of that name itself.
+    """
+    if not is_dns_label(name):
+        raise InvalidWorkloadSpec(
+            [SpecProblem("service", name, "must be a DNS-1035 label (≤ 63 of [a-z0-9-])")]
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, namespace, labels, annotations),
+        "spec": {
+            "selector": service_selector(lws_name),
+            "ports": [
+                {"name": HTTP_CONTAINER, "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT},
+                {"name": "jetstream-grpc", "protocol": "TCP", "port": GRPC_PORT, "targetPort": GRPC_PORT},
+            ],
+        },
+    }
+
+
+# --- the benchmark -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """A valid ``benchmark_serving.py`` run; built by :func:`build_benchmark`."""
+
+    model_name: str
+    dataset: str
+    num_prompts: int
+    request_rate: float
+    max_output_length: int
+    dataset_path: str | None = None
+    tokenizer: str | None = None
+    extra_args: tuple[str, ...] = ()
+    image: str = DEFAULT_SERVER_IMAGE
+    script: str = DEFAULT_BENCHMARK_SCRIPT
+    env: tuple[EnvVar, ...] = ()
+    image_pull_policy: str = "Always"
+    timeout_seconds: int = 3600
+    service_account_name: str | None = None
+
+    def arguments(self, server: str) -> list[str]:
+        """``benchmark_serving.py``'s argv (unquoted) against ``server``'s gRPC port."""
+        argv = [
+            "python3",
+            self.script,
+            "--server",
+            server,
+            "--port",
+            str(GRPC_PORT),
+            "--model",
+            self.model_name,
+            "--dataset",
+            self.dataset,
+        ]
+        if self.dataset_path:
+            argv += ["--dataset-path", self.dataset_path]
+        if self.tokenizer:
+            argv += ["--tokenizer", self.tokenizer]
+        argv += [
+            "--num-prompts",
+            str(self.num_prompts),
+            "--request-rate",
+            "inf" if math.isinf(self.request_rate) else repr(self.request_rate),
+            "--max-output-length",
+            str(self.max_output_length),
+            *self.extra_args,
+            "--save-result",
+        ]
+        return argv
+
+
+def build_benchmark(
+    *,
+    model_name: Any,
+    dataset: Any,
+    num_prompts: Any,
+    request_rate: Any,
+    max_output_length: Any,
+    dataset_path: Any = None,
+    tokenizer: Any = None,
+    extra_args: Any = None,
+    image: Any = DEFAULT_SERVER_IMAGE,
+    script: Any = DEFAULT_BENCHMARK_SCRIPT,
+    env: Any = None,
+    image_pull_policy: Any = "Always",
+    timeout_seconds: Any = 3600,
+    service_account_name: Any = None,
+) -> BenchmarkRun:
+    """Check the benchmark's settings and return the run, or raise one error listing every problem."""
+    problems: list[SpecProblem] = []
+    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
+        problems.append(
+            SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
+        )
+    if dataset not in DATASETS:
+        problems.append(SpecProblem("dataset", dataset, "not a benchmark_serving.py dataset", DATASETS))
+    elif dataset not in DATASETS_WITHOUT_PATH and not dataset_path:
+        problems.append(
+            SpecProblem(
+                "dataset_path", dataset_path, f"dataset={dataset!r} is read from a file: set dataset_path"
+            )
+        )
+    for name, value in (("dataset_path", dataset_path), ("tokenizer", tokenizer)):
+        if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
+            problems.append(SpecProblem(name, value, "must be a non-empty single-line string"))
+    prompts = _positive_int(problems, "num_prompts", num_prompts)
+    output_length = _positive_int(problems, "max_output_length", max_output_length)
+    rate = _request_rate(problems, request_rate)
+    extra = _extra_benchmark_args(problems, extra_args)
+    if not isinstance(image, str) or not _IMAGE.match(image):
+        problems.append(
+            SpecProblem("benchmark_image", image, "must be a non-empty container image reference")
+        )
+    if not isinstance(script, str) or not script.strip() or "\n" in script:
+        problems.append(
+            SpecProblem(
+                "benchmark_script", script, "must be the path of benchmark_serving.py in benchmark_image"
+            )
+        )
+    env_vars = _env(problems, "benchmark_env", env)
+    if image_pull_policy not in IMAGE_PULL_POLICIES:
+        problems.append(
+            SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
+        )
+    timeout = _positive_int(problems, "benchmark_timeout", timeout_seconds)
+    _service_account(problems, service_account_name)
+    raise_if_any(problems)
+    assert prompts is not None and output_length is not None and rate is not None and timeout is not None
+    return BenchmarkRun(
+        model_name=model_name,
+        dataset=dataset,
+        num_prompts=prompts,
+        request_rate=rate,
+        max_output_length=output_length,
+        dataset_path=dataset_path,
+        tokenizer=tokenizer,
+        extra_args=extra,
+        image=image,
+        script=script,
+        env=env_vars,
+        image_pull_policy=image_pull_policy,
+        timeout_seconds=timeout,
+        service_account_name=service_account_name,
+    )
+
+
+def _request_rate(problems: list[SpecProblem], value: Any) -> float | None:
+    """Requests per second (Poisson arrivals), or ``inf``: every request at once."""
+    rate: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        rate = float(value)
+    elif isinstance(value, str):
+        try:
+            rate = float(value.strip())
+        except ValueError:
+            rate = None
+    if rate is None or math.isnan(rate) or rate <= 0:
+        problems.append(
+            SpecProblem("request_rate", value, "must be a number of requests per second > 0, or 'inf'")
+        )
+        return None
+    return rate
+
+
+def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        problems.append(
+            SpecProblem(
+                "benchmark_args", value, "must be a list of strings, e.g. ['--warmup-mode', 'sampled']"
+            )
+        )
+        return ()
+    bad = [item for item in value if not isinstance(item, str)]
+    if bad:
+        problems.append(SpecProblem("benchmark_args", bad[0], "every item must be a string"))
+        return ()
+    owned = {
+        "--server",
+        "--port",
+        "--save-result",
+        "--num-prompts",
+        "--request-rate",
+        "--max-output-length",
+        "--dataset",
+        "--model",
+    }
+    clashes = [item for item in value if item.split("=", 1)[0] in owned]
+    if clashes:
+        problems.append(
+            SpecProblem(
+                "benchmark_args", clashes[0], "is set by the operator's own parameters", sorted(owned)
+            )
+        )
+    return tuple(value)
+
+
+def benchmark_script(run: BenchmarkRun, *, server: str, result_uri: str) -> str:
+    """The ``bash -c`` script: run the benchmark, then copy its result JSON to ``result_uri``.
+
+    Every word that comes from a user is quoted with ``shlex.quote``; only the ``*.json`` glob is
+    left for the shell to expand.
+    """
+    problem = results_uri_problem(result_uri)
+    if problem:
+        raise InvalidWorkloadSpec([problem])
+    benchmark = " ".join(shlex.quote(word) for word in run.arguments(server))
+    return f"{benchmark} && gsutil cp *.json {shlex.quote(result_uri)}"
+
+
+def render_benchmark_job(
+    run: BenchmarkRun,
+    *,
+    name: str,
+    namespace: str,
+    service: str,
+    result_uri: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A ``batch/v1`` Job that benchmarks ``service`` once (no retries: a rerun would double the load
+    on the server and measure something else) and copies the result JSON to ``result_uri``."""
+    if not is_dns_label(name):
+        raise InvalidWorkloadSpec([SpecProblem("job", name, "must be a DNS-1035 label (≤ 63 [a-z0-9-])")])
+    container: dict[str, Any] = {
+        "name": BENCHMARK_CONTAINER,
+        "image": run.image,
+        "imagePullPolicy": run.image_pull_policy,
+        "command": ["bash", "-c"],
+        "args": [benchmark_script(run, server=service, result_uri=result_uri)],
+    }
+    if run.env:
+        container["env"] = [dict(e) for e in run.env]
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if run.service_account_name:
+        pod_spec["serviceAccountName"] = run.service_account_name
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, namespace, labels, annotations),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": run.timeout_seconds,
+            "template": {
+                **({"metadata": {"labels": dict(labels)}} if labels else {}),
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+# --- the result ----------------------------------------------------------------------------------
+
+
+def benchmark_metrics(result: Any, *, source: str = "the result JSON") -> dict[str, Any]:
+    """The metrics the operator returns, from ``benchmark_serving.py --save-result``'s JSON.
+
+    ``{"metrics": {...}, "dimensions": {...}}``; a flat object of metrics is accepted too. Every
+    key of :data:`METRIC_KEYS` must be present; the token totals are passed on when there.
+    """
+    metrics = result.get("metrics", result) if isinstance(result, Mapping) else None
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"{source}: expected a JSON object with 'metrics'; got {type(result).__name__}")
+    found = {METRIC_ALIASES.get(k, k): v for k, v in metrics.items()}
+    missing = [k for k in METRIC_KEYS if k not in found]
+    if missing:
+        raise ValueError(
+            f"{source}: missing metrics {', '.join(missing)}; it has {', '.join(sorted(metrics)) or 'none'}"
+        )
+    bad = [k for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found and not _is_number(found[k])]
+    if bad:
+        raise ValueError(f"{source}: metric {bad[0]}={found[bad[0]]!r} is not a number")
+    return {k: found[k] for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+__all__ = [
+    "DATASETS",
+    "GRPC_PORT",
+    "HTTP_PORT",
+    "METRIC_KEYS",
+    "BenchmarkRun",
+    "JetStreamServer",
+    "ServingNames",
+    "benchmark_metrics",
+    "benchmark_script",
+    "build_benchmark",
+    "build_server",
+    "checkpoint_items_uri",
+    "names_for",
+    "render_benchmark_job",
+    "render_leaderworkerset",
+    "render_service",
+    "result_object_uri",
+    "serving_names",
+]

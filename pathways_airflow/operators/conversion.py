@@ -58,6 +58,7 @@ from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.spec.render import _main_container as _render_container
 from pathways_airflow.spec.workload import MainContainer, _dns_subdomain_ok, _string_mapping
 from pathways_airflow.spec.workload import _main_container as _check_container
@@ -681,11 +682,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
 
     def task_identity(self, context: Context | None = None) -> TaskIdentity:
         """Which task instance the Job belongs to; placeholders for a dry run."""
-        if context is None:
-            return TaskIdentity(self.dag_id if self.has_dag() else "dry-run", self.task_id, "dry-run")
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", None)
-        return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+        return task_identity(self, context)
 
     def render_manifest(self, context: Context | None = None) -> dict[str, Any]:
         """Exactly the Job that would be created (a dry run; works without a context)."""

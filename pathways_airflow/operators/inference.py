@@ -37,7 +37,8 @@ from pathways_airflow.exceptions import (
     UserCodeError,
     WorkloadDeletedError,
 )
-from pathways_airflow.operators.workload import DRY_RUN_RUN_ID, looks_templated
+from pathways_airflow.operators.identity import task_identity
+from pathways_airflow.operators.workload import looks_templated
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import (
@@ -189,7 +190,11 @@ def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, A
 
 
 def job_outcome(job: Mapping[str, Any] | None) -> str:
-    """``"running"``, ``"succeeded"``, ``"failed"`` or ``"gone"`` for a ``batch/v1`` Job."""
+    """``"running"``, ``"succeeded"``, ``"failed"`` or ``"gone"`` for a ``batch/v1`` Job.
+
+    Unlike ``triggers.job.job_outcome``, the success and failure targets count as ends: the
+    benchmark's result is read from GCS, not from the pods, so there is nothing to wait for.
+    """
     if job is None:
         return "gone"
     if condition_true(job, "Complete") or condition_true(job, "SuccessCriteriaMet"):
@@ -204,17 +209,6 @@ def job_failure_reason(job: Mapping[str, Any]) -> str:
         if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
             return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".rstrip(": ")
     return "Failed"
-
-
-def task_identity(operator: BaseOperator, context: Context | None) -> TaskIdentity:
-    """Which task instance the objects belong to; placeholders for a dry run."""
-    if context is None:
-        return TaskIdentity(
-            operator.dag_id if operator.has_dag() else "dry-run", operator.task_id, DRY_RUN_RUN_ID
-        )
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", None)
-    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
 
 
 def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:

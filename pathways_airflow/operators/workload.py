@@ -28,6 +28,7 @@ from pathways_airflow.exceptions import (
     WorkloadDeletedError,
 )
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
+from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification, Verdict, summarize
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
@@ -43,7 +44,6 @@ from pathways_airflow.spec.workload import CustomComponent, Workload, build_work
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-DRY_RUN_RUN_ID = "dry-run"
 STATE_KEY = "pathways_workload"
 """Key of the task state store entry (and of the XCom) that names the task's workload."""
 LOG_TAIL_LINES = 30
@@ -305,12 +305,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
 
     def task_identity(self, context: Context | None = None) -> TaskIdentity:
         """Which task instance the workload belongs to; placeholders for a dry run."""
-        dag_id = self.dag_id if self.has_dag() else "dry-run"
-        if context is None:
-            return TaskIdentity(dag_id, self.task_id, DRY_RUN_RUN_ID)
-        ti = context["ti"]
-        map_index = getattr(ti, "map_index", None)
-        return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+        return task_identity(self, context)
 
     def render_manifest(self, context: Context | None = None, *, attempt: int = 0) -> dict[str, Any]:
         """Exactly what would be applied: the PathwaysJob or JobSet manifest (a dry run).

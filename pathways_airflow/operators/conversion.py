@@ -59,9 +59,9 @@ from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise
 from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.operators.identity import task_identity
-from pathways_airflow.spec.render import _main_container as _render_container
-from pathways_airflow.spec.workload import MainContainer, _dns_subdomain_ok, _string_mapping
-from pathways_airflow.spec.workload import _main_container as _check_container
+from pathways_airflow.spec.render import container_manifest as _render_container
+from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, string_mapping
+from pathways_airflow.spec.workload import checked_main_container as _check_container
 from pathways_airflow.state.disruption import main_exit, pod_disruption
 from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 
@@ -404,9 +404,9 @@ def placement_problems(*, namespace: Any, node_selector: Any, service_account_na
     problems: list[SpecProblem] = []
     if not isinstance(namespace, str) or not is_dns1123_label(namespace):
         problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
-    _string_mapping(problems, "node_selector", node_selector or {}, labels_like=True)
+    string_mapping(problems, "node_selector", node_selector or {}, labels_like=True)
     account = service_account_name
-    if account is not None and not (isinstance(account, str) and _dns_subdomain_ok(account)):
+    if account is not None and not (isinstance(account, str) and is_dns_subdomain(account)):
         problems.append(SpecProblem("service_account_name", account, "must be a DNS subdomain name"))
     return problems
 

@@ -114,7 +114,7 @@ def _metadata(
     return metadata
 
 
-def _main_container(main: MainContainer) -> dict[str, Any]:
+def container_manifest(main: MainContainer) -> dict[str, Any]:
     container: dict[str, Any] = {"name": main.name, "image": main.image}
     if main.image_pull_policy:
         container["imagePullPolicy"] = main.image_pull_policy
@@ -144,7 +144,7 @@ def _head_pod_spec(workload: Workload) -> dict[str, Any] | None:
     """The user's pod spec as it goes into ``controller.template.spec``; ``None`` when headless."""
     if workload.main is None:
         return None
-    spec: dict[str, Any] = {"containers": [_main_container(workload.main)]}
+    spec: dict[str, Any] = {"containers": [container_manifest(workload.main)]}
     if workload.service_account_name:
         spec["serviceAccountName"] = workload.service_account_name
     return spec

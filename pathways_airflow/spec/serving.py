@@ -48,13 +48,13 @@ from pathways_airflow.spec.names import TaskIdentity, is_dns_label
 from pathways_airflow.spec.render import ACCELERATOR_LABEL, IMAGE_REPOSITORY, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from pathways_airflow.spec.tpu import SliceShape, resolve_machine_type, slice_shape
 from pathways_airflow.spec.workload import (
-    _GCS_PATH,
-    _IMAGE,
-    _IMAGE_TAG,
+    GCS_PATH,
+    IMAGE_REFERENCE,
+    IMAGE_TAG,
     IMAGE_PULL_POLICIES,
     EnvVar,
-    _dns_subdomain_ok,
-    _env,
+    is_dns_subdomain,
+    env_vars_from,
 )
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -212,7 +212,7 @@ def checkpoint_items_uri(checkpoint: Any) -> str:
                 )
             ]
         )
-    if not _GCS_PATH.match(uri) or any(c.isspace() for c in uri):
+    if not GCS_PATH.match(uri) or any(c.isspace() for c in uri):
         raise InvalidWorkloadSpec(
             [
                 SpecProblem(
@@ -235,7 +235,7 @@ def result_object_uri(results_uri: str, name: str) -> str:
 
 
 def results_uri_problem(results_uri: Any) -> SpecProblem | None:
-    if not isinstance(results_uri, str) or not _GCS_PATH.match(results_uri):
+    if not isinstance(results_uri, str) or not GCS_PATH.match(results_uri):
         return SpecProblem(
             "results_uri", results_uri, "must be a gs://BUCKET/PATH (a .json object or a directory)"
         )
@@ -309,16 +309,16 @@ def build_server(
         problems.append(
             SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
         )
-    if not isinstance(pathways_dir, str) or not _GCS_PATH.match(pathways_dir):
+    if not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir):
         problems.append(
             SpecProblem(
                 "pathways_dir", pathways_dir, "must be a gs://BUCKET/PATH for Pathways' scratch files"
             )
         )
     for name, value in (("image", image), ("http_image", http_image)):
-        if not isinstance(value, str) or not _IMAGE.match(value):
+        if not isinstance(value, str) or not IMAGE_REFERENCE.match(value):
             problems.append(SpecProblem(name, value, "must be a non-empty container image reference"))
-    if not isinstance(pathways_version, str) or not _IMAGE_TAG.match(pathways_version):
+    if not isinstance(pathways_version, str) or not IMAGE_TAG.match(pathways_version):
         problems.append(
             SpecProblem(
                 "pathways_version", pathways_version, "must be an image tag such as 'latest' or 'jax-0.5.3'"
@@ -331,7 +331,7 @@ def build_server(
             )
         )
     args = _server_args(problems, server_args)
-    env_vars = _env(problems, "env", env)
+    env_vars = env_vars_from(problems, "env", env)
     if image_pull_policy not in IMAGE_PULL_POLICIES:
         problems.append(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
@@ -395,7 +395,7 @@ def _server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
 
 
 def _service_account(problems: list[SpecProblem], value: Any) -> None:
-    if value is not None and not (isinstance(value, str) and _dns_subdomain_ok(value)):
+    if value is not None and not (isinstance(value, str) and is_dns_subdomain(value)):
         problems.append(
             SpecProblem(
                 "service_account_name", value, "must be a Kubernetes service account name (DNS subdomain)"
@@ -720,7 +720,7 @@ def build_benchmark(
     output_length = _positive_int(problems, "max_output_length", max_output_length)
     rate = _request_rate(problems, request_rate)
     extra = _extra_benchmark_args(problems, extra_args)
-    if not isinstance(image, str) or not _IMAGE.match(image):
+    if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
         problems.append(
             SpecProblem("benchmark_image", image, "must be a non-empty container image reference")
         )
@@ -730,7 +730,7 @@ def build_benchmark(
                 "benchmark_script", script, "must be the path of benchmark_serving.py in benchmark_image"
             )
         )
-    env_vars = _env(problems, "benchmark_env", env)
+    env_vars = env_vars_from(problems, "benchmark_env", env)
     if image_pull_policy not in IMAGE_PULL_POLICIES:
         problems.append(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)

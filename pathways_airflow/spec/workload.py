@@ -40,9 +40,9 @@ RESERVATION_SELECTOR = "cloud.google.com/reservation-name"
 SPOT_SELECTOR = "cloud.google.com/gke-spot"
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_IMAGE = re.compile(r"^[^\s]+$")
-_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
+IMAGE_REFERENCE = re.compile(r"^[^\s]+$")
+IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -178,7 +178,7 @@ def build_workload(
         problems, "termination_grace_period_seconds", termination_grace_period_seconds, minimum=0
     )
 
-    if not isinstance(pathways_dir, str) or not _GCS_PATH.match(pathways_dir):
+    if not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir):
         problems.append(
             SpecProblem(
                 "pathways_dir",
@@ -190,7 +190,7 @@ def build_workload(
     if deployment_mode not in DEPLOYMENT_MODES:
         problems.append(SpecProblem("deployment_mode", deployment_mode, "unknown mode", DEPLOYMENT_MODES))
     if pathways_version is not None and not (
-        isinstance(pathways_version, str) and _IMAGE_TAG.match(pathways_version)
+        isinstance(pathways_version, str) and IMAGE_TAG.match(pathways_version)
     ):
         problems.append(
             SpecProblem(
@@ -212,13 +212,13 @@ def build_workload(
                     SpecProblem(name, value, "given without an image; set image for the main container")
                 )
     else:
-        main = _main_container(
+        main = checked_main_container(
             problems, image, container_name, command, arguments, env, resources, image_pull_policy
         )
 
     components = tuple(_custom_components(problems, custom_components or ()))
 
-    selector = dict(_string_mapping(problems, "node_selector", node_selector or {}, labels_like=True))
+    selector = dict(string_mapping(problems, "node_selector", node_selector or {}, labels_like=True))
     if reservation is not None:
         if not _label_value_ok(reservation) or not reservation:
             problems.append(SpecProblem("reservation", reservation, "must be a reservation name"))
@@ -230,21 +230,21 @@ def build_workload(
         ("pod_priority_class_name", pod_priority_class_name),
         ("service_account_name", service_account_name),
     ):
-        if value is not None and not (isinstance(value, str) and _dns_subdomain_ok(value)):
+        if value is not None and not (isinstance(value, str) and is_dns_subdomain(value)):
             problems.append(SpecProblem(fieldname, value, "must be a DNS subdomain name"))
 
-    all_labels = dict(_string_mapping(problems, "labels", labels or {}, labels_like=True))
+    all_labels = dict(string_mapping(problems, "labels", labels or {}, labels_like=True))
     for fieldname, label, value in (
         ("queue_name", QUEUE_NAME_LABEL, queue_name),
         ("priority_class", PRIORITY_CLASS_LABEL, priority_class),
     ):
         if value is None:
             continue
-        if not (isinstance(value, str) and value and _label_value_ok(value) and _dns_subdomain_ok(value)):
+        if not (isinstance(value, str) and value and _label_value_ok(value) and is_dns_subdomain(value)):
             problems.append(SpecProblem(fieldname, value, "must be a Kueue object name (DNS subdomain, ≤ 63)"))
         else:
             all_labels[label] = value
-    all_annotations = dict(_string_mapping(problems, "annotations", annotations or {}, labels_like=False))
+    all_annotations = dict(string_mapping(problems, "annotations", annotations or {}, labels_like=False))
 
     raise_if_any(problems)
     assert shape is not None and slices is not None and restarts is not None
@@ -318,7 +318,7 @@ def _string_list(problems: list[SpecProblem], name: str, value: Any) -> tuple[st
     return items
 
 
-def _env(problems: list[SpecProblem], name: str, env: Any) -> tuple[EnvVar, ...]:
+def env_vars_from(problems: list[SpecProblem], name: str, env: Any) -> tuple[EnvVar, ...]:
     """Accept ``{"NAME": "value" | {"valueFrom": ...}}`` or a list of Kubernetes ``EnvVar`` dicts."""
     if not env:
         return ()
@@ -363,7 +363,7 @@ def _env(problems: list[SpecProblem], name: str, env: Any) -> tuple[EnvVar, ...]
     return tuple(entries)
 
 
-def _main_container(
+def checked_main_container(
     problems: list[SpecProblem],
     image: Any,
     name: Any,
@@ -374,7 +374,7 @@ def _main_container(
     image_pull_policy: Any,
 ) -> MainContainer | None:
     before = len(problems)
-    if not isinstance(image, str) or not image.strip() or not _IMAGE.match(image):
+    if not isinstance(image, str) or not image.strip() or not IMAGE_REFERENCE.match(image):
         problems.append(SpecProblem("image", image, "must be a non-empty container image reference"))
     if not isinstance(name, str) or not is_dns_label(name):
         problems.append(SpecProblem("container_name", name, "must be a DNS label"))
@@ -404,7 +404,7 @@ def _main_container(
         name=name if isinstance(name, str) else "main",
         command=_string_list(problems, "command", command),
         args=_string_list(problems, "arguments", arguments),
-        env=_env(problems, "env", env),
+        env=env_vars_from(problems, "env", env),
         resources={k: dict(v) for k, v in resources.items()} if isinstance(resources, Mapping) else None,
         image_pull_policy=image_pull_policy,
     )
@@ -447,13 +447,13 @@ def _custom_components(problems: list[SpecProblem], components: Any) -> Iterator
             )
         seen.add(str(kind))
         image = item.get("image")
-        if image is not None and (not isinstance(image, str) or not image or not _IMAGE.match(image)):
+        if image is not None and (not isinstance(image, str) or not image or not IMAGE_REFERENCE.match(image)):
             problems.append(SpecProblem(f"{where}.image", image, "must be a non-empty image reference"))
         yield CustomComponent(
             component_type=str(kind),
             image=image,
             flags=_string_list(problems, f"{where}.flags", item.get("flags")),
-            env=_env(problems, f"{where}.env", item.get("env")),
+            env=env_vars_from(problems, f"{where}.env", item.get("env")),
         )
 
 
@@ -461,7 +461,7 @@ def _label_value_ok(value: Any) -> bool:
     return isinstance(value, str) and bool(_LABEL_VALUE.match(value))
 
 
-def _dns_subdomain_ok(value: str) -> bool:
+def is_dns_subdomain(value: str) -> bool:
     return len(value) <= 253 and bool(_DNS_SUBDOMAIN.match(value))
 
 
@@ -469,10 +469,10 @@ def _label_key_ok(key: Any) -> bool:
     if not isinstance(key, str) or not key:
         return False
     prefix, _, name = key.rpartition("/")
-    return bool(_LABEL_NAME.match(name)) and (not prefix or _dns_subdomain_ok(prefix))
+    return bool(_LABEL_NAME.match(name)) and (not prefix or is_dns_subdomain(prefix))
 
 
-def _string_mapping(
+def string_mapping(
     problems: list[SpecProblem], name: str, value: Any, *, labels_like: bool
 ) -> Iterator[tuple[str, str]]:
     if not isinstance(value, Mapping):

@@ -67,7 +67,7 @@ with DAG(
         ],
         env={"PATHWAYS_TESTING_STEP_SECONDS": "{{ params.step_seconds }}"},
         checkpoint_dir=f"{RUN_DIR}/checkpoints",
-        max_disruptions=3,
+        max_disruptions="{{ params.max_disruptions }}",
         retries=2,
         retry_policy=PATHWAYS_RETRY_POLICY,
         retry_delay=dt.timedelta(minutes=5),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 COMMIT_MARKER = "commit_success.txt"
 METADATA_FILE = "_CHECKPOINT_METADATA"
@@ -89,6 +89,33 @@ def step_dir_of(load_path: str) -> str:
     trimmed = load_path.rstrip("/")
     head, _, tail = trimmed.rpartition("/")
     return head if tail == ITEMS_DIR and head else trimmed
+
+
+def checkpoint_named_by(extra: Mapping[str, Any] | None) -> Checkpoint | None:
+    """The step an asset event names (not yet checked committed), or ``None`` when it names none.
+
+    Two shapes arrive: the ``{"step", "uri", ...}`` a task puts in its outlet event's extra, and
+    an ``AssetWatcher`` event, whose extra carries the trigger's payload under ``"payload"``.
+    The step must agree with the URI's last component, so a mistyped extra is not converted.
+    """
+    named = (extra or {}).get("payload", extra or {})
+    if not isinstance(named, Mapping):
+        return None
+    step, uri = named.get("step"), named.get("uri")
+    if isinstance(step, bool) or not isinstance(uri, str) or not uri.strip("/"):
+        return None
+    trimmed = step_dir_of(uri)
+    found = step_of(trimmed.rpartition("/")[2])
+    try:
+        wanted = int(step)
+    except (TypeError, ValueError):
+        return None
+    return Checkpoint(wanted, trimmed) if found == wanted else None
+
+
+def checkpoint_dir_of(checkpoint: Checkpoint) -> str:
+    """The directory holding the step: ``<dir>/<step>`` → ``<dir>``."""
+    return checkpoint.uri.rstrip("/").rpartition("/")[0]
 
 
 def commit_marker_uri(step_dir: str) -> str:

@@ -56,3 +56,24 @@ class RetryableUserCodeError(PathwaysError):
     def __init__(self, message: str, *, exit_code: int | None = None):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class BenchmarkRegressionError(PathwaysError, AirflowFailException):
+    """A watched benchmark metric is worse than its recent baseline by more than its threshold.
+
+    The numbers would be the same on a retry, so Airflow does not retry it. The run is already
+    recorded (flagged) in the history when this is raised; ``result`` is the task's would-be XCom.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        regressions: tuple[str, ...] | list[str] = (),
+        report_uri: str | None = None,
+        result: dict | None = None,
+    ):
+        super().__init__(message)
+        self.regressions = tuple(regressions)
+        self.report_uri = report_uri
+        self.result = result or {}

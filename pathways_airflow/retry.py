@@ -2,8 +2,9 @@
 
 Use it on any pathways-airflow task (``retry_policy=PATHWAYS_RETRY_POLICY``, with ``retries`` set):
 
-* a user's bug (``UserCodeError``) and a spec the cluster refuses (``BadSpecError``,
-  ``ForeignWorkloadError``) derive from ``AirflowFailException`` and fail at once anyway;
+* a user's bug (``UserCodeError``), a spec the cluster refuses (``BadSpecError``,
+  ``ForeignWorkloadError``) and a benchmark regression (``BenchmarkRegressionError``) derive
+  from ``AirflowFailException`` and fail at once anyway;
 * ``RetryableUserCodeError`` (``retry_user_errors=True``) retries after a minute;
 * a spent disruption budget (``DisruptionBudgetExhausted``) retries after 30 minutes — by then the
   maintenance window is usually over — and infrastructure errors (``InfrastructureError``,
@@ -28,6 +29,7 @@ PATHWAYS_RETRY_POLICY = ExceptionRetryPolicy(
                 "pathways_airflow.exceptions.UserCodeError",
                 "pathways_airflow.exceptions.BadSpecError",
                 "pathways_airflow.exceptions.ForeignWorkloadError",
+                "pathways_airflow.exceptions.BenchmarkRegressionError",
             ],
             action=RetryAction.FAIL,
         ),

@@ -7,9 +7,11 @@ from pathways_airflow.operators.inference import (
     InferenceBenchmarkOperator,
     TeardownInferenceServerOperator,
 )
+from pathways_airflow.operators.regression import BenchmarkRegressionOperator
 from pathways_airflow.operators.workload import PathwaysJobOperator
 
 __all__ = [
+    "BenchmarkRegressionOperator",
     "CheckpointConversionOperator",
     "DeletePathwaysJobOperator",
     "DeployInferenceServerOperator",

@@ -22,7 +22,6 @@ creates, waits on and deletes the Job.
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import json
 import time
@@ -60,7 +59,7 @@ from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.spec.render import container_manifest as _render_container
-from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, string_mapping
+from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, optional_text, rendered_literal, string_mapping
 from pathways_airflow.spec.workload import checked_main_container as _check_container
 from pathways_airflow.state.disruption import main_exit, pod_disruption
 from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
@@ -150,18 +149,6 @@ def _parse_step(field: str, value: Any) -> tuple[int | None, SpecProblem | None]
     return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
 
 
-def _literal(text: str) -> Any:
-    """A rendered XCom: JSON (``{"step": 10, ...}``) or a Python literal (``{'step': 10, ...}``)."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
-
-
 def parse_checkpoint(value: Any, field: str = "checkpoint") -> tuple[Checkpoint | None, list[SpecProblem]]:
     """The source step from a ``{"step", "uri"}`` XCom, as a dict or as the string Jinja made of it.
 
@@ -171,7 +158,7 @@ def parse_checkpoint(value: Any, field: str = "checkpoint") -> tuple[Checkpoint 
     """
     if isinstance(value, Checkpoint):
         return value, []
-    data = _literal(value) if isinstance(value, str) else value
+    data = rendered_literal(value) if isinstance(value, str) else value
     if data is None:
         reason = "no checkpoint given (did the upstream task find no committed step?)"
         return None, [SpecProblem(field, value, reason)]
@@ -237,11 +224,6 @@ def _is_path_segment(value: Any) -> bool:
     return isinstance(value, str) and value.strip() == value and value not in ("", ".", "..") and "/" not in value
 
 
-def _optional_text(value: Any) -> Any:
-    """``""`` and ``"None"`` (what templates render an absent value to) mean unset."""
-    return None if value is None or (isinstance(value, str) and value.strip() in ("", "None")) else value
-
-
 def resolve_conversion(
     *,
     checkpoint: Any = None,
@@ -256,17 +238,17 @@ def resolve_conversion(
 
     Raises one ``InvalidWorkloadSpec`` listing every problem, each naming its field.
     """
-    source, problems = source_checkpoint(checkpoint, _optional_text(checkpoint_dir), _optional_text(step))
+    source, problems = source_checkpoint(checkpoint, optional_text(checkpoint_dir), optional_text(step))
     if not _is_gcs_uri(output_dir):
         reason = "must be a gs://BUCKET[/PATH] URI (MaxText's base_output_directory for the serving checkpoint)"
         problems.append(SpecProblem("output_dir", output_dir, reason))
-    name = _optional_text(run_name)
+    name = optional_text(run_name)
     if name is None and source is not None:
         name = default_run_name(source.step)
     if name is not None and not _is_path_segment(name):
         reason = "must be one path segment (no '/', no surrounding spaces)"
         problems.append(SpecProblem("run_name", run_name, reason))
-    quant = _optional_text(quantization)
+    quant = optional_text(quantization)
     if quant is not None and quant not in QUANTIZATIONS:
         problems.append(SpecProblem("quantization", quantization, "unknown quantization", ("None", *QUANTIZATIONS)))
     if not isinstance(force_unroll, bool):
@@ -536,6 +518,9 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
     :param poll_interval: seconds between looks at the Job.
     :param delete_on_finish: delete the Job once its result and log are read (default True).
 
+    With ``outlets=[Asset(...)]``, the result is also the extra of each outlet asset's event, so
+    DAGs scheduled on (or reading) the asset find the serving checkpoint in it.
+
     Returns ``{"step": 0, "uri": ".../checkpoints/0", "items_uri": ".../checkpoints/0/items",
     "source": {"step": N, "uri": ...}, "quantization": ...}``; ``items_uri`` is what JetStream's
     ``load_parameters_path`` takes.
@@ -711,7 +696,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             )
             self.log.info("%s", why)
             if reuse:
-                return conversion.result()
+                return self._announced(context, conversion.result())
             self._require_committed(client, conversion.source)
         finally:
             client.close()
@@ -791,7 +776,22 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             conversion.output.uri,
         )
         self._finish(name)
-        return conversion.result()
+        return self._announced(context, conversion.result())
+
+    def _announced(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
+        """Put the serving checkpoint in the extra of each outlet asset's event.
+
+        A DAG scheduled on the asset, or reading it as an inlet, then finds the checkpoint to
+        serve in the newest event (``extra["items_uri"]`` is JetStream's load path), whichever
+        DAG converted it.
+        """
+        from airflow.sdk import Asset
+
+        events = context.get("outlet_events")
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset) and events is not None:
+                events[outlet].extra = dict(result)
+        return result
 
     def _storage(self) -> Any:
         from pathways_airflow.sensors.checkpoint import storage_client

@@ -39,7 +39,7 @@ from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix, is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
-from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload
+from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -144,6 +144,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         "backend",
         "checkpoint_dir",
         "name_prefix",
+        "max_disruptions",
         *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
@@ -280,8 +281,8 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         }
         if not (only_known and looks_templated(placement)):
             problems.extend(_placement_problems(**placement))
-        if not isinstance(self.max_disruptions, int) or isinstance(self.max_disruptions, bool) or not 0 <= self.max_disruptions <= MAX_ATTEMPT - 1:
-            problems.append(SpecProblem("max_disruptions", self.max_disruptions, f"must be an integer between 0 and {MAX_ATTEMPT - 1}"))
+        if not (only_known and looks_templated(self.max_disruptions)):
+            checked_integer(problems, "max_disruptions", self.max_disruptions, minimum=0, maximum=MAX_ATTEMPT - 1)
         bad_codes = [c for c in self.system_exit_codes if not isinstance(c, int) or not 1 <= c <= 255]
         if bad_codes:
             problems.append(SpecProblem("system_exit_codes", bad_codes[0], "exit codes are integers from 1 to 255"))
@@ -292,6 +293,11 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
                 problems.extend(error.problems)
         if problems:
             raise InvalidWorkloadSpec(problems)
+
+    @property
+    def disruption_budget(self) -> int:
+        """``max_disruptions`` as a number (a template renders it to a string); valid once validated."""
+        return int(self.max_disruptions)
 
     def _workload_arguments(self) -> dict[str, Any]:
         arguments = {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
@@ -490,16 +496,16 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.log.warning(
             "%s/%s ended by %s (%s); %d of %d disruptions used",
             self.namespace, record["name"], classification.verdict.value, "; ".join(classification.evidence[:3]),
-            len(resubmissions), self.max_disruptions,
+            len(resubmissions), self.disruption_budget,
         )
         self.hook.delete(workload_resource(self.backend), self.namespace, record["name"])
-        if len(resubmissions) > self.max_disruptions:
+        if len(resubmissions) > self.disruption_budget:
             lines = "\n".join(
                 f"  - {d['kind']} at {dt.datetime.fromtimestamp(d['time'], dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d['evidence'][:2])}"
                 for d in disruptions
             )
             raise DisruptionBudgetExhausted(
-                f"{record['name']}: more disruptions than max_disruptions={self.max_disruptions} "
+                f"{record['name']}: more disruptions than max_disruptions={self.disruption_budget} "
                 f"({summarize(disruptions)}):\n{lines}",
                 disruptions=disruptions,
             )

@@ -34,7 +34,6 @@ shorter, so a prefix chosen for training fits here too.
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import shlex
@@ -55,6 +54,8 @@ from pathways_airflow.spec.workload import (
     EnvVar,
     is_dns_subdomain,
     env_vars_from,
+    optional_text,
+    rendered_literal,
 )
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
@@ -170,10 +171,7 @@ def checkpoint_items_uri(checkpoint: Any) -> str:
     """
     field_name = "checkpoint"
     if isinstance(checkpoint, str) and checkpoint.strip().startswith("{"):
-        try:
-            checkpoint = ast.literal_eval(checkpoint.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            pass
+        checkpoint = rendered_literal(checkpoint)
     if checkpoint is None or checkpoint == "None":
         raise InvalidWorkloadSpec(
             [
@@ -701,6 +699,7 @@ def build_benchmark(
 ) -> BenchmarkRun:
     """Check the benchmark's settings and return the run, or raise one error listing every problem."""
     problems: list[SpecProblem] = []
+    dataset_path, tokenizer = optional_text(dataset_path), optional_text(tokenizer)
     if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
         problems.append(
             SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")

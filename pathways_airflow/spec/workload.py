@@ -9,6 +9,8 @@ the controller only at run time, after quota may already be held).
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
@@ -161,8 +163,8 @@ def build_workload(
         else:
             shape = slice_shape(machine, topology)
 
-    slices = _integer(problems, "num_slices", num_slices, minimum=1, maximum=MAX_SLICES)
-    restarts = _integer(problems, "max_restarts", max_restarts, minimum=0)
+    slices = checked_integer(problems, "num_slices", num_slices, minimum=1, maximum=MAX_SLICES)
+    restarts = checked_integer(problems, "max_restarts", max_restarts, minimum=0)
     slice_restarts = _optional_integer(problems, "max_slice_restarts", max_slice_restarts, minimum=1)
     elastic = _optional_integer(problems, "elastic_slices", elastic_slices, minimum=0)
     if elastic is not None and slices is not None and elastic >= slices:
@@ -269,6 +271,27 @@ def build_workload(
     )
 
 
+def rendered_literal(text: str) -> Any:
+    """What a rendered template stood for: JSON (``{"a": 1}``) or a Python literal (``{'a': 1}``).
+
+    Without ``render_template_as_native_obj``, an XCom dict pulled through Jinja arrives as its
+    ``repr``; this reads it back. Text that is neither is returned unchanged.
+    """
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return text
+
+
+def optional_text(value: Any) -> Any:
+    """``""`` and ``"None"`` (what templates render an absent value to) mean unset: ``None``."""
+    return None if value is None or (isinstance(value, str) and value.strip() in ("", "None")) else value
+
+
 def _collect(problems: list[SpecProblem], build: Any) -> Any:
     try:
         return build()
@@ -277,7 +300,7 @@ def _collect(problems: list[SpecProblem], build: Any) -> Any:
         return None
 
 
-def _integer(
+def checked_integer(
     problems: list[SpecProblem], name: str, value: Any, *, minimum: int, maximum: int | None = None
 ) -> int | None:
     number: int | None = None
@@ -295,7 +318,7 @@ def _integer(
 
 
 def _optional_integer(problems: list[SpecProblem], name: str, value: Any, *, minimum: int) -> int | None:
-    return None if value is None else _integer(problems, name, value, minimum=minimum)
+    return None if value is None else checked_integer(problems, name, value, minimum=minimum)
 
 
 def _string_list(problems: list[SpecProblem], name: str, value: Any) -> tuple[str, ...]:

@@ -229,7 +229,11 @@ class SliceReadiness:
 
     def summary(self) -> str:
         """One line for the task log."""
-        have = f"{len(self.ready)} of {self.num_slices} {self.request_description} slice(s) ready"
+        have = (
+            f"{len(self.ready)} of {self.num_slices} {self.request_description} slice(s) ready"
+            if len(self.ready) <= self.num_slices
+            else f"{len(self.ready)} {self.request_description} slices ready, {self.num_slices} needed"
+        )
         if not self.ready and not self.not_ready:
             return f"{have}: no node pool has {self.request_description} slices"
         parts = [have]

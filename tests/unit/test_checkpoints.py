@@ -9,6 +9,8 @@ import pytest
 
 from pathways_airflow.checkpoints import (
     Checkpoint,
+    checkpoint_dir_of,
+    checkpoint_named_by,
     committed_on_gcs,
     committed_steps_in_listing,
     gcs_object_prefix,
@@ -181,3 +183,39 @@ def test_the_trigger_gives_up_with_one_error_event_after_repeated_failures(tmp_p
     assert events[0].payload["status"] == "error"
     assert "3 looks in a row failed" in events[0].payload["message"]
     assert "NotADirectoryError" in events[0].payload["message"]
+
+
+# --- which step an asset event names ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        # pathways_training's outlet event: the final committed step and where it lives
+        (
+            {"step": 29, "uri": "gs://b/runs/r/checkpoints/29", "workload": "train-abc", "disruptions": "no disruptions"},
+            Checkpoint(29, "gs://b/runs/r/checkpoints/29"),
+        ),
+        # an AssetWatcher event: CheckpointCommittedTrigger's payload under "payload"
+        (
+            {"from_trigger": True, "payload": {"step": 40, "uri": "gs://b/ext/checkpoints/40", "checkpoint_dir": "gs://b/ext/checkpoints"}},
+            Checkpoint(40, "gs://b/ext/checkpoints/40"),
+        ),
+        # a load path (<step>/items) names its step directory; a rendered string step is accepted
+        ({"step": "7", "uri": "gs://b/c/7/items"}, Checkpoint(7, "gs://b/c/7")),
+        # the step disagrees with the URI: refused rather than guessed
+        ({"step": 30, "uri": "gs://b/runs/r/checkpoints/29"}, None),
+        ({"step": True, "uri": "gs://b/c/1"}, None),
+        ({"step": 1}, None),
+        ({"uri": "gs://b/c/1"}, None),
+        ({"from_trigger": True, "payload": "garbage"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
+def test_the_step_an_asset_event_names(extra, expected):
+    assert checkpoint_named_by(extra) == expected
+
+
+def test_the_directory_of_a_named_step():
+    assert checkpoint_dir_of(Checkpoint(29, "gs://b/runs/r/checkpoints/29")) == "gs://b/runs/r/checkpoints"

@@ -58,10 +58,3 @@ def test_custom_components_from_flags():
     ]
 
 
-def test_demo_writes_both_manifests_valid_against_the_crds(tmp_path, crds):
-    result = run("demo", "--out", str(tmp_path), "--crds", str(crds))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count("valid against its CRD") == 2
-    assert yaml.safe_load((tmp_path / "pathwaysjob.yaml").read_text())["kind"] == "PathwaysJob"
-    assert yaml.safe_load((tmp_path / "jobset.yaml").read_text())["kind"] == "JobSet"
-    assert "topology='3x3'" in result.stdout

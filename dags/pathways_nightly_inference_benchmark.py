@@ -1,0 +1,99 @@
+"""Nightly JetStream benchmark of the newest serving checkpoint, with a regression gate.
+
+Every night: take the newest serving checkpoint (the last event on the
+``pathways-serving-checkpoints`` asset, which ``pathways_checkpoint_conversion`` publishes, or
+the ``serving_checkpoint`` Param), serve it with JetStream on Pathways, benchmark it, add the
+metrics to the history kept in GCS (``<benchmark_dir>/history.json``), and fail the run when a
+watched metric is worse than the median of the recent runs by more than the threshold. Each run
+writes ``report.md`` (a table against the baseline) and ``history.png`` (the metric history).
+
+The defaults run on the local cluster (``scripts/demo``); on GKE set the Params (TPU shape,
+``pathways_dir``, ``benchmark_dir``, dataset) and the connections. The ``local_*`` Params only
+shape the local cluster's stand-in server and are ignored by a real JetStream image.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk.exceptions import AirflowSkipException
+
+from pathways_airflow.operators import BenchmarkRegressionOperator, InferenceBenchmarkOperator
+
+SERVING_CHECKPOINTS = Asset("pathways-serving-checkpoints", uri="gs://pathways-demo/serving")
+
+with DAG(
+    "pathways_nightly_inference_benchmark",
+    schedule="@daily",
+    start_date=dt.datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["pathways", "tpu", "inference", "benchmark"],
+    params={
+        "serving_checkpoint": Param("", type="string", description="gs:// serving checkpoint; empty: the newest asset event"),
+        "model_name": Param("llama2-7b", type="string"),
+        "tpu": Param("v5e", enum=["v4", "v5e", "v5p", "v6e", "tpu7x"]),
+        "topology": Param("2x4", type="string"),
+        "pathways_dir": Param("gs://pathways-demo/pathways", type="string"),
+        "benchmark_dir": Param("gs://pathways-demo/benchmarks/llama2-7b", type="string", description="history.json, results/ and reports/ live here"),
+        "report_dir": Param("", type="string", description="where report.md and history.png go; empty: <benchmark_dir>/reports/<run>"),
+        "dataset": Param("test", type="string"),
+        "dataset_path": Param("", type="string"),
+        "num_prompts": Param(20, type="integer", minimum=1),
+        "request_rate": Param("inf", type="string", description="requests per second, or inf"),
+        "max_output_length": Param(16, type="integer", minimum=1),
+        "threshold_pct": Param(20.0, type="number", minimum=0, description="allowed worsening vs the baseline, in percent"),
+        "window": Param(7, type="integer", minimum=1, description="baseline: median of this many earlier runs"),
+        "local_ttft_ms": Param("100", type="string", description="local cluster only: the stand-in server's time to first token"),
+        "local_tpot_ms": Param("20", type="string", description="local cluster only: the stand-in server's time per output token"),
+    },
+) as dag:
+
+    @task(inlets=[SERVING_CHECKPOINTS])
+    def newest_serving_checkpoint(*, params: dict, inlet_events=None) -> dict:
+        """The checkpoint to benchmark: the Param if set, else the newest published serving checkpoint."""
+        if params["serving_checkpoint"]:
+            return {"uri": params["serving_checkpoint"], "why": "the serving_checkpoint Param"}
+        try:
+            newest = inlet_events[SERVING_CHECKPOINTS][-1]
+        except IndexError:
+            raise AirflowSkipException(
+                f"no serving checkpoint has been published on the {SERVING_CHECKPOINTS.name!r} asset yet "
+                "(run pathways_checkpoint_conversion, or set the serving_checkpoint Param): nothing to benchmark"
+            ) from None
+        return {**newest.extra, "why": f"the newest {SERVING_CHECKPOINTS.name} event ({newest.timestamp})"}
+
+    checkpoint = newest_serving_checkpoint()
+
+    benchmark = InferenceBenchmarkOperator(
+        task_id="benchmark",
+        checkpoint=checkpoint,
+        model_name="{{ params.model_name }}",
+        tpu="{{ params.tpu }}",
+        topology="{{ params.topology }}",
+        pathways_dir="{{ params.pathways_dir }}",
+        env={
+            "PATHWAYS_TESTING_WARMUP_SECONDS": "30",
+            "PATHWAYS_TESTING_TTFT_MS": "{{ params.local_ttft_ms }}",
+            "PATHWAYS_TESTING_TPOT_MS": "{{ params.local_tpot_ms }}",
+        },
+        dataset="{{ params.dataset }}",
+        dataset_path="{{ params.dataset_path or None }}",
+        num_prompts="{{ params.num_prompts }}",
+        request_rate="{{ params.request_rate }}",
+        max_output_length="{{ params.max_output_length }}",
+        results_uri="{{ params.benchmark_dir }}/results/",
+        execution_timeout=dt.timedelta(hours=3),
+    )
+
+    BenchmarkRegressionOperator(
+        task_id="check_regression",
+        metrics=benchmark.output,
+        history_uri="{{ params.benchmark_dir }}/history.json",
+        report_dir="{{ params.report_dir }}",
+        checkpoint="{{ ti.xcom_pull(task_ids='newest_serving_checkpoint')['uri'] }}",
+        threshold_pct="{{ params.threshold_pct }}",
+        window="{{ params.window }}",
+        labels={"model": "{{ params.model_name }}", "tpu": "{{ params.tpu }}-{{ params.topology }}"},
+    )

@@ -1,0 +1,130 @@
+"""The conversion and nightly-benchmark example DAGs, and the demo, under real Airflow on the local cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import AIRFLOW, AirflowEnv, DagRun
+
+REPO = Path(__file__).resolve().parents[2]
+BUCKET = "pathways-demo"
+
+
+def dags_test(airflow_env: AirflowEnv, dag_id: str, conf: dict, timeout: float = 300) -> DagRun:
+    """``airflow dags test`` on the repository's own dags/ folder."""
+    env = {**airflow_env.env, "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags")}
+    result = subprocess.run(
+        [AIRFLOW, "dags", "test", dag_id, "-c", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    return DagRun(result.returncode, result.stdout + result.stderr, AirflowEnv(env).task_states(dag_id))
+
+
+@pytest.fixture
+def bucket(pathways_cluster):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": pathways_cluster.gcs_endpoint})
+    yield client.bucket(BUCKET)
+    client.close()
+
+
+def save_step(bucket, prefix: str, step: int, *, commit: bool = True) -> None:
+    """A training step as Orbax writes it on GCS: metadata and arrays first, the commit marker last."""
+    bucket.blob(f"{prefix}/{step}/_CHECKPOINT_METADATA").upload_from_string(b"{}")
+    bucket.blob(f"{prefix}/{step}/items/_METADATA").upload_from_string(json.dumps({"step": step}).encode())
+    bucket.blob(f"{prefix}/{step}/items/params.bin").upload_from_string(b"\0" * 64)
+    if commit:
+        bucket.blob(f"{prefix}/{step}/commit_success.txt").upload_from_string(b"")
+
+
+def test_conversion_dag_converts_the_newest_committed_step_and_reuses_it_next_time(airflow_env, bucket):
+    base = f"e2e-conversion-{uuid.uuid4().hex[:6]}"
+    save_step(bucket, f"{base}/run/checkpoints", 10)
+    save_step(bucket, f"{base}/run/checkpoints", 20, commit=False)  # cut off by maintenance: never read
+    conf = {"checkpoint_dir": f"gs://{BUCKET}/{base}/run/checkpoints", "output_dir": f"gs://{BUCKET}/{base}/serving"}
+
+    first = dags_test(airflow_env, "pathways_checkpoint_conversion", conf)
+    assert first.states == {
+        "choose_source": "success", "committed_checkpoint": "success", "convert": "success",
+    }, first.output[-4000:]
+    assert f"converted step 10 (gs://{BUCKET}/{base}/run/checkpoints/10)" in first.output
+    served = f"{base}/serving/llama2-7b-step-10/checkpoints/0"
+    assert bucket.blob(f"{served}/commit_success.txt").exists()
+    assert "checkpoints/20" not in first.output.split("[DAG TEST] starting task_id=convert")[1]
+
+    second = dags_test(airflow_env, "pathways_checkpoint_conversion", conf)
+    assert second.states["convert"] == "success", second.output[-4000:]
+    assert f"reusing the serving checkpoint gs://{BUCKET}/{served}" in second.output
+    assert "created Job" not in second.output
+
+
+def test_nightly_benchmark_passes_steady_runs_and_fails_an_injected_regression(airflow_env, bucket, tmp_path):
+    base = f"e2e-nightly-{uuid.uuid4().hex[:6]}"
+    serving = f"{base}/serving/checkpoints/0"
+    bucket.blob(f"{serving}/items/params.bin").upload_from_string(b"weights")
+    bucket.blob(f"{serving}/commit_success.txt").upload_from_string(b"")
+    history = f"{base}/benchmarks/history.json"
+
+    def night(name: str, **overrides) -> DagRun:
+        conf = {
+            "serving_checkpoint": f"gs://{BUCKET}/{serving}",
+            "benchmark_dir": f"gs://{BUCKET}/{base}/benchmarks",
+            "report_dir": str(tmp_path / name),
+            "num_prompts": 8,
+            "max_output_length": 8,
+            **overrides,
+        }
+        return dags_test(airflow_env, "pathways_nightly_inference_benchmark", conf)
+
+    first = night("first")
+    assert first.states == {"newest_serving_checkpoint": "success", "benchmark": "success", "check_regression": "success"}, first.output[-4000:]
+    assert "no baseline yet" in first.output
+
+    steady = night("steady")
+    assert steady.states["check_regression"] == "success", steady.output[-4000:]
+    assert "no regression" in steady.output
+
+    slower = night("slower", local_ttft_ms="400")  # 4× the time to first token
+    assert slower.states["benchmark"] == "success", slower.output[-4000:]
+    assert slower.states["check_regression"] == "failed", slower.output[-4000:]
+    assert "BenchmarkRegressionError" in slower.output and "median_ttft_ms" in slower.output
+
+    runs = json.loads(bucket.blob(history).download_as_bytes())["runs"]
+    assert [bool(r["regressions"]) for r in runs] == [False, False, True]
+    assert "median_ttft_ms" in runs[-1]["regressions"]
+    report = (tmp_path / "slower" / "report.md").read_text()
+    assert "REGRESS" in report and "| median_ttft_ms" in report
+    assert (tmp_path / "slower" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demo_runs_the_chained_pipeline_with_a_maintenance_event(tmp_path, crds):
+    """The README's main command, shortened: its own cluster, real Airflow, one maintenance event."""
+    out = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("pathways-airflow")), "demo",
+            "--dags", str(REPO / "dags"), "--out", str(out), "--crds", str(crds),
+            "--steps", "40", "--maintenance-at", "15", "--nightly-runs", "1",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    summary = output.split("── summary")[1]
+    for stage in ("slices_ready", "train", "convert", "benchmark", "check_regression"):
+        assert f"  {stage}" in summary and "success" in summary
+    assert ">>> host maintenance on TPU node pool" in output
+    assert "ended by MAINTENANCE" in output and "(attempt 1), resuming from step" in output
+    assert "1 disruption (1 maintenance)" in summary
+    assert "final training checkpoint: step 39" in summary
+    assert "regression check (nightly run 1): no regression" in summary
+    assert "benchmark history: 2 runs" in summary
+    assert "left in the cluster: nothing" in summary
+    assert (out / "report" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

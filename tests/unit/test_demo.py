@@ -1,0 +1,110 @@
+"""The demo's pure part: which Airflow output lines to show, and the closing summary."""
+
+from __future__ import annotations
+
+from pathways_airflow.demo import StageTime, progress_line, stage_times, summary_lines
+
+OPERATOR_LINE = (
+    "2026-11-22T09:29:44.933042Z [warning  ] default/train-abc ended by MAINTENANCE (pod train-abc-worker-0-0-kmnw6: "
+    "DisruptionTarget (TerminationByKubelet)); 1 of 3 disruptions used "
+    "[airflow.task.operators.pathways_airflow.operators.workload.PathwaysJobOperator] loc=workload.py:495"
+)
+TRIGGER_LINE = (
+    "2026-11-22T09:27:41.363215Z [info     ] default/train-abc: RUNNING 2/2 slices "
+    "[pathways_airflow.triggers.workload.PathwaysJobTrigger] loc=workload.py:155"
+)
+AIRFLOW_LINE = (
+    "2026-11-22T09:29:43.855614Z [info     ] setting next dagrun info       [airflow.models.dag] loc=dag.py:848 "
+    "next_dagrun=None next_dagrun_create_after=None"
+)
+SKIP_LINE = (
+    '2026-11-22T09:33:34.044074Z [info     ] Skipping task.                 [task] loc=task_runner.py:1622 '
+    'reason="no serving checkpoint has been published yet: nothing to benchmark"'
+)
+STAGE_LINE = "2026-11-22T09:29:44.858737Z [info     ] [DAG TEST] starting task_id=slices_ready map_index=-1 [airflow.sdk.definitions.dag] loc=dag.py:1501"
+
+
+def test_progress_shows_this_providers_lines_stage_boundaries_and_skips_only():
+    assert progress_line(OPERATOR_LINE).startswith("  WARNING: default/train-abc ended by MAINTENANCE")
+    assert progress_line(TRIGGER_LINE) == "  default/train-abc: RUNNING 2/2 slices"
+    assert progress_line(STAGE_LINE) == "[slices_ready] started"
+    assert progress_line(SKIP_LINE) == "  skipped: no serving checkpoint has been published yet: nothing to benchmark"
+    assert progress_line(AIRFLOW_LINE) is None
+    assert progress_line("Traceback (most recent call last):") is None
+
+
+def test_stage_times_follow_the_pipeline_order_and_mark_stages_that_never_ran():
+    rows = [
+        {"task_id": "train", "state": "success", "start_date": "2026-11-22T09:30:00+00:00", "end_date": "2026-11-22T09:31:30.5+00:00"},
+        {"task_id": "slices_ready", "state": "success", "start_date": "2026-11-22T09:29:50+00:00", "end_date": "2026-11-22T09:30:00+00:00"},
+        {"task_id": "convert", "state": "failed", "start_date": "2026-11-22T09:31:31+00:00", "end_date": None},
+    ]
+    assert stage_times(rows) == [
+        StageTime("slices_ready", "success", 10.0),
+        StageTime("train", "success", 90.5),
+        StageTime("convert", "failed", None),
+        StageTime("benchmark", "not run", None),
+        StageTime("check_regression", "not run", None),
+    ]
+
+
+def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
+    results = {
+        "train": {
+            "checkpoint": {"step": 59, "uri": "gs://b/runs/r/checkpoints/59"},
+            "disruptions": [
+                {"kind": "MAINTENANCE", "workload": "train-abc", "reached_step": 25, "resumed_from_step": 25, "steps_recomputed": 0, "seconds_lost": 5.1}
+            ],
+            "disruption_summary": "1 disruption (1 maintenance): 0 steps recomputed, 0 min lost",
+        },
+        "convert": {"items_uri": "gs://b/serving/r-step-59/checkpoints/0/items", "source": {"step": 59}},
+        "benchmark": {"request_throughput": 45.5, "median_ttft_ms": 113.7, "result_uri": "gs://b/x.json"},
+        "check_regression": {"regressed": False, "rows": [{"metric": "median_ttft_ms", "baseline": None}], "runs_in_history": 1},
+    }
+    nightly = [
+        {
+            "regressed": False,
+            "rows": [
+                {"metric": "median_ttft_ms", "baseline": 113.7, "change_pct": 4.0, "threshold_pct": 20.0, "better": "lower"},
+                {"metric": "request_throughput", "baseline": 45.5, "change_pct": -1.0, "threshold_pct": 20.0, "better": "higher"},
+            ],
+            "runs_in_history": 2,
+            "history_uri": "gs://b/h.json",
+            "report_uri": "/tmp/r/report.md",
+            "plot_uri": "/tmp/r/history.png",
+        },
+        {"regressed": True, "regressions": ["p99_ttft_ms"]},
+        {},
+    ]
+    text = "\n".join(
+        summary_lines(
+            stages=[StageTime("train", "success", 11.5)],
+            results=results,
+            committed_steps=[59, 0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55],
+            leftovers=[],
+            maintenance="host maintenance on node pool tpu-v5e-2x4-0 at step 25",
+            nightly=nightly,
+        )
+    )
+    assert "  train              success      11.5 s" in text
+    assert "injected: host maintenance on node pool tpu-v5e-2x4-0 at step 25" in text
+    assert "MAINTENANCE: workload train-abc stopped at step 25, resubmitted resuming from step 25" in text
+    assert "checkpoint steps committed: 0, 5, 10 … 55, 59 (13 steps)" in text
+    assert "final training checkpoint: step 59 at gs://b/runs/r/checkpoints/59" in text
+    assert "serving checkpoint: gs://b/serving/r-step-59/checkpoints/0/items (from step 59)" in text
+    assert "median_ttft_ms           113.70" in text and "result_uri" not in text
+    assert "regression check (pipeline): no regression (no baseline yet" in text
+    assert "regression check (nightly run 1): no regression (largest change median_ttft_ms +4.0%, threshold 20%)" in text
+    assert "regression check (nightly run 2): REGRESSION in p99_ttft_ms" in text
+    assert "regression check (nightly run 3): did not run" in text
+    assert "plot:   /tmp/r/history.png" in text
+    assert text.endswith("left in the cluster: nothing")
+
+
+def test_the_summary_names_what_was_left_behind():
+    text = "\n".join(
+        summary_lines(stages=[], results={}, committed_steps=[], leftovers=["PathwaysJob/train-abc"], maintenance=None)
+    )
+    assert "left in the cluster: PathwaysJob/train-abc" in text
+    assert "no record (the training task did not finish)" in text
+    assert "checkpoint steps committed: none" in text

@@ -183,7 +183,7 @@ def _verdict(check: Mapping[str, Any]) -> str:
     if not compared:
         return "no regression (no baseline yet: this run starts the history)"
     worst = max(compared, key=lambda r: _worsening(r))
-    return f"no regression (largest change {worst['metric']} {worst['change_pct']:+.1f}%, threshold {worst['threshold_pct']:g}%)"
+    return f"no regression (closest to its threshold: {worst['metric']} {worst['change_pct']:+.1f}%, threshold {worst['threshold_pct']:g}%)"
 
 
 def _worsening(row: Mapping[str, Any]) -> float:

@@ -94,7 +94,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
     assert "serving checkpoint: gs://b/serving/r-step-59/checkpoints/0/items (from step 59)" in text
     assert "median_ttft_ms           113.70" in text and "result_uri" not in text
     assert "regression check (pipeline): no regression (no baseline yet" in text
-    assert "regression check (nightly run 1): no regression (largest change median_ttft_ms +4.0%, threshold 20%)" in text
+    assert "regression check (nightly run 1): no regression (closest to its threshold: median_ttft_ms +4.0%, threshold 20%)" in text
     assert "regression check (nightly run 2): REGRESSION in p99_ttft_ms" in text
     assert "regression check (nightly run 3): did not run" in text
     assert "plot:   /tmp/r/history.png" in text

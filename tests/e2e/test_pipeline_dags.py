@@ -65,6 +65,15 @@ def test_conversion_dag_converts_the_newest_committed_step_and_reuses_it_next_ti
     assert "created Job" not in second.output
 
 
+def test_the_asset_watcher_variant_converts_a_checkpoint_written_outside_airflow(airflow_env, bucket):
+    base = f"e2e-external-{uuid.uuid4().hex[:6]}"
+    save_step(bucket, f"{base}/checkpoints", 300)
+    conf = {"checkpoint_dir": f"gs://{BUCKET}/{base}/checkpoints", "output_dir": f"gs://{BUCKET}/{base}/serving"}
+    run = dags_test(airflow_env, "pathways_checkpoint_conversion_on_commit", conf)
+    assert run.states.get("convert") == "success", run.output[-4000:]
+    assert bucket.blob(f"{base}/serving/llama2-7b-step-300/checkpoints/0/commit_success.txt").exists()
+
+
 def test_nightly_benchmark_passes_steady_runs_and_fails_an_injected_regression(airflow_env, bucket, tmp_path):
     base = f"e2e-nightly-{uuid.uuid4().hex[:6]}"
     serving = f"{base}/serving/checkpoints/0"

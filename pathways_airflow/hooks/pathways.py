@@ -96,7 +96,9 @@ def _status_of(error: BaseException) -> int | None:
 def is_transient(error: BaseException) -> bool:
     """Worth retrying: throttling, server errors, dropped or refused connections, timeouts."""
     status = _status_of(error)
-    if status is not None and type(error).__name__.endswith("ApiException"):
+    # The clients raise subclasses for some statuses (ServiceException for every 5xx,
+    # NotFoundException, ...): look for ApiException anywhere in the class hierarchy.
+    if status is not None and any(cls.__name__ == "ApiException" for cls in type(error).__mro__):
         return status in TRANSIENT_STATUSES
     import urllib3
 

@@ -1,0 +1,45 @@
+"""Which API errors are worth retrying, with the exception classes the real clients raise."""
+
+from __future__ import annotations
+
+import asyncio
+
+import kubernetes.client.exceptions as sync_errors
+import kubernetes_asyncio.client.exceptions as async_errors
+import pytest
+import urllib3
+
+from pathways_airflow.hooks.pathways import is_transient
+
+
+@pytest.mark.parametrize("errors", [sync_errors, async_errors], ids=["kubernetes", "kubernetes_asyncio"])
+@pytest.mark.parametrize(
+    "name, status, transient",
+    [
+        ("ApiException", 429, True),
+        ("ApiException", 500, True),
+        # every 5xx arrives as ServiceException, a subclass: still a server error worth retrying
+        ("ServiceException", 500, True),
+        ("ServiceException", 503, True),
+        ("ServiceException", 504, True),
+        ("NotFoundException", 404, False),
+        ("ForbiddenException", 403, False),
+        ("UnauthorizedException", 401, False),
+        ("ApiException", 409, False),
+        ("ApiException", 422, False),
+    ],
+)
+def test_api_errors_are_retried_for_throttling_and_server_errors_only(errors, name, status, transient):
+    assert is_transient(getattr(errors, name)(status=status, reason="x")) is transient
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ConnectionResetError(), TimeoutError(), asyncio.TimeoutError(), urllib3.exceptions.ProtocolError("dropped")],
+)
+def test_dropped_connections_and_timeouts_are_retried(error):
+    assert is_transient(error)
+
+
+def test_a_bug_in_our_code_is_not_retried():
+    assert not is_transient(KeyError("status"))

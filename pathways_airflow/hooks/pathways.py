@@ -441,7 +441,15 @@ class AsyncPathwaysHook(BaseHook):
         for client, _ in clients.values():
             await client.close()
 
-    async def _call(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, timeout: float | None) -> Any:
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        timeout: float | None,
+        content_type: str = "application/json",
+    ) -> Any:
         """The raw response; an ``ApiException`` for a non-2xx status.
 
         ``kubernetes_asyncio`` raises for error statuses only when it reads the body itself, so
@@ -453,7 +461,7 @@ class AsyncPathwaysHook(BaseHook):
             path,
             method,
             query_params=params,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
             _preload_content=False,
@@ -475,11 +483,17 @@ class AsyncPathwaysHook(BaseHook):
         return response
 
     async def request(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
     ) -> Any:
         async for attempt in AsyncRetrying(**_retry_options(self.log)):
             with attempt:
-                response = await self._call(method, path, query, body, timeout=60)
+                response = await self._call(method, path, query, body, timeout=60, content_type=content_type)
                 try:
                     data = await response.read()
                 finally:
@@ -500,6 +514,21 @@ class AsyncPathwaysHook(BaseHook):
     ) -> dict[str, Any]:
         """The whole list response (items and the list's resourceVersion)."""
         return await self.request("GET", resource.path(namespace), query={"labelSelector": label_selector}) or {}
+
+    async def annotate(self, resource: Resource, namespace: str | None, name: str, annotations: Mapping[str, str]) -> bool:
+        """Merge-patch annotations onto an object; ``False`` if it is gone."""
+        try:
+            await self.request(
+                "PATCH",
+                resource.path(namespace, name),
+                body={"metadata": {"annotations": dict(annotations)}},
+                content_type="application/merge-patch+json",
+            )
+            return True
+        except Exception as error:
+            if _status_of(error) == 404:
+                return False
+            raise
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground") -> bool:
         try:

@@ -349,6 +349,11 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             self.log.info("%s", plan.reason)
         for stale in plan.delete:
             self.hook.delete(resource, self.namespace, stale)
+        if plan.user_error is not None and not self.retry_user_errors:
+            raise UserCodeError(
+                f"{plan.reason}. A deterministic bug is not resubmitted (retry_user_errors=False); "
+                "fix the program and clear the task."
+            )
         name = identity.workload_name(plan.attempt, self.name_prefix)
         started = time.time()
         if plan.reuse is None and plan.adopt is None:

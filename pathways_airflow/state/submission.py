@@ -4,14 +4,42 @@ Never two live workloads for one task, never a duplicate on retry: before submit
 operator lists the workloads carrying its task key and asks :func:`plan_submission`. A live one
 is re-attached (a retry, or a worker that crashed after submitting); a succeeded one is reused;
 a finished, failed one is not reused — the next attempt gets a new name — and is deleted.
+
+Unless the user's own program failed it: the trigger that saw a workload fail writes its verdict
+on the workload (:data:`ENDED_BY_ANNOTATION`) before reporting, so a retry that finds the
+failure without that report (the worker died before acting on it) still never resubmits a
+deterministic bug.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pathways_airflow.spec.names import ATTEMPT_LABEL
+from pathways_airflow.spec.names import ATTEMPT_LABEL, LABEL_PREFIX
+from pathways_airflow.state.disruption import Verdict
+
+ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
+"""``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""
+
+
+def ended_by_annotation(verdict: str, evidence: Sequence[str]) -> dict[str, str]:
+    """The annotation recording a classified stop (a few lines of evidence, kept short)."""
+    return {ENDED_BY_ANNOTATION: json.dumps({"verdict": verdict, "evidence": [e[:300] for e in evidence[:3]]})}
+
+
+def ended_by(obj: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+    """The recorded verdict and evidence of a stopped workload, if a trigger recorded one."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ENDED_BY_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("verdict"), str):
+        return None
+    evidence = data.get("evidence")
+    return data["verdict"], [str(e) for e in evidence] if isinstance(evidence, list) else []
 
 
 def finished_as(obj: Mapping[str, Any]) -> str | None:
@@ -41,6 +69,8 @@ class SubmissionPlan:
     reuse: Mapping[str, Any] | None = None
     delete: tuple[str, ...] = field(default_factory=tuple)
     reason: str = ""
+    user_error: Mapping[str, Any] | None = None
+    """The newest workload, when the user's program failed it in an earlier try."""
 
 
 def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int | None = None) -> SubmissionPlan:
@@ -63,6 +93,14 @@ def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int
                 attempt_of(newest), reuse=newest, reason=f"{newest['metadata']['name']} already succeeded in an earlier try"
             )
         finished = tuple(o["metadata"]["name"] for o in ordered)
+        verdict = ended_by(newest)
+        if verdict is not None and verdict[0] == Verdict.USER_ERROR.value:
+            return SubmissionPlan(
+                attempt_of(newest),
+                delete=finished,
+                user_error=newest,
+                reason=f"{newest['metadata']['name']} failed in an earlier try with the user's error: {'; '.join(verdict[1][:2])}",
+            )
         return SubmissionPlan(
             attempt_of(newest) + 1,
             delete=finished,

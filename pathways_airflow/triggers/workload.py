@@ -18,15 +18,18 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
-from pathways_airflow.state.disruption import Classification, classify, pod_disruption
+from pathways_airflow.state.disruption import Classification, Verdict, classify, pod_disruption
 from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
+from pathways_airflow.state.submission import ended_by_annotation
 from pathways_airflow.triggers.watch import SharedWatch, shared_watch, wait_for_change
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RECHECK_SECONDS = 60.0
 MAX_API_FAILURES = 20
+USER_ERROR_SETTLE_SECONDS = 2.0
+"""How long the other watches get to catch up before a user-error verdict is taken as final."""
 
 
 def observe(
@@ -157,7 +160,18 @@ class PathwaysJobTrigger(BaseTrigger):
                 if state.phase.finished or self._reached(state):
                     classification = None
                     if state.phase.value == "FAILED":
-                        classification = (await self._classify(observation)).to_dict()
+                        classified = await self._classify(observation)
+                        if classified.verdict is Verdict.USER_ERROR:
+                            # The workload's watch can run ahead of the pods' watch: a program
+                            # that died because its slice went away looks like a user's bug
+                            # until the workers' DisruptionTarget arrives. Failing a user's bug
+                            # is final, so let the other watches catch up and look again.
+                            await wait_for_change(list(subscriptions.values()), USER_ERROR_SETTLE_SECONDS)
+                            await asyncio.sleep(USER_ERROR_SETTLE_SECONDS / 2)
+                            observation = observe(self.backend, self.name, self.namespace, watches)
+                            classified = await self._classify(observation)
+                        await self._record_verdict(classified)
+                        classification = classified.to_dict()
                     yield TriggerEvent(
                         {
                             "status": "finished",
@@ -231,6 +245,25 @@ class PathwaysJobTrigger(BaseTrigger):
         return classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset, kueue_workload=observation.kueue_workload
         )
+
+    async def _record_verdict(self, classification: Classification) -> None:
+        """Write why it stopped onto the workload before reporting it.
+
+        If the worker dies before acting on this trigger's event, the task's retry finds the
+        verdict there and does not resubmit a user's deterministic bug (``plan_submission``).
+        Best effort: the event still carries the verdict when the write fails.
+        """
+        if self.until_phase is not None:
+            return
+        try:
+            await AsyncPathwaysHook(self.cluster).annotate(
+                workload_resource(self.backend),
+                self.namespace,
+                self.name,
+                ended_by_annotation(classification.verdict.value, classification.evidence),
+            )
+        except Exception as error:
+            self.log.warning("could not record the verdict on %s/%s: %s", self.namespace, self.name, error)
 
     def _reached(self, state: WorkloadState) -> bool:
         """A sensor's target: ``RUNNING`` means running with every slice ready."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathways_airflow.state.submission import finished_as, plan_submission
+from pathways_airflow.state.submission import ended_by, ended_by_annotation, finished_as, plan_submission
 
 
 def jobset(name: str, attempt: int, condition: str | None = None, deleting: bool = False) -> dict:
@@ -44,3 +44,31 @@ def test_pathwaysjob_terminal_state_counts_only_when_set():
     assert finished_as(pathwaysjob("p", 0, "Completed")) == "Completed"
     assert finished_as(pathwaysjob("p", 0)) is None
     assert finished_as(jobset("j", 0, "Suspended")) is None
+
+
+def with_verdict(obj: dict, verdict: str, *evidence: str) -> dict:
+    obj["metadata"].setdefault("annotations", {}).update(ended_by_annotation(verdict, list(evidence)))
+    return obj
+
+
+def test_a_failure_the_trigger_classified_as_the_users_bug_is_not_resubmitted_on_retry():
+    failed = with_verdict(pathwaysjob("t-1", 1, "Failed"), "USER_ERROR", "pod t-1-pathways-head-0-0-x: container main exited 1")
+    plan = plan_submission([pathwaysjob("t", 0, "Failed"), failed])
+    assert plan.user_error is failed
+    assert plan.attempt == 1 and plan.delete == ("t", "t-1")
+    assert "failed in an earlier try with the user's error: pod t-1-pathways-head-0-0-x: container main exited 1" in plan.reason
+
+
+def test_a_failure_classified_as_a_disruption_or_not_classified_moves_to_the_next_attempt():
+    for failed in (with_verdict(jobset("t", 0, "Failed"), "MAINTENANCE", "node n: active maintenance"), jobset("t", 0, "Failed")):
+        plan = plan_submission([failed])
+        assert plan.user_error is None and plan.attempt == 1 and plan.delete == ("t",)
+
+
+def test_the_verdict_annotation_round_trips_and_garbage_is_no_verdict():
+    obj = {"metadata": {"annotations": ended_by_annotation("USER_ERROR", ["a" * 1000, "b", "c", "d"])}}
+    verdict, evidence = ended_by(obj)
+    assert verdict == "USER_ERROR" and evidence == ["a" * 300, "b", "c"]
+    assert ended_by({"metadata": {"annotations": {"pathways-airflow/ended-by": "{not json"}}}) is None
+    assert ended_by({"metadata": {"annotations": {"pathways-airflow/ended-by": '["USER_ERROR"]'}}}) is None
+    assert ended_by({"metadata": {}}) is None

@@ -1,0 +1,165 @@
+"""The chaos suite's options, its own local cluster, and the summary written at the end.
+
+``--chaos-scenarios N`` (or ``$PATHWAYS_CHAOS_SCENARIOS``; default 50) scenarios run, seeds
+``base, base+1, …`` from ``--chaos-base-seed`` (or ``$PATHWAYS_CHAOS_BASE_SEED``; fixed, so CI
+runs are reproducible); ``--chaos-seed S`` replays one. The summary (scenarios run, invariant
+violations, extra time lost per disruption) goes to ``$PATHWAYS_CHAOS_REPORT`` (default
+``chaos-report.json`` under pytest's base temp directory) and is printed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.plan import SLICE_LOSS_DETECTION, SPEED, TPU_POOLS
+
+DEFAULT_SCENARIOS = 50
+DEFAULT_BASE_SEED = 8_000
+
+RESULTS: list[dict] = []
+"""One entry per scenario run in this session (filled by test_chaos.py)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos")
+    group.addoption("--chaos-scenarios", type=int, default=None, help=f"how many chaos scenarios (default {DEFAULT_SCENARIOS}, or $PATHWAYS_CHAOS_SCENARIOS)")
+    group.addoption("--chaos-seed", type=int, action="append", default=None, help="replay this scenario seed (repeatable)")
+    group.addoption("--chaos-base-seed", type=int, default=None, help=f"first seed (default {DEFAULT_BASE_SEED}, or $PATHWAYS_CHAOS_BASE_SEED)")
+
+
+def chaos_seeds(config: pytest.Config) -> list[int]:
+    replay = config.getoption("--chaos-seed")
+    if replay:
+        return list(replay)
+    count = config.getoption("--chaos-scenarios") or int(os.environ.get("PATHWAYS_CHAOS_SCENARIOS") or DEFAULT_SCENARIOS)
+    base = config.getoption("--chaos-base-seed") or int(os.environ.get("PATHWAYS_CHAOS_BASE_SEED") or DEFAULT_BASE_SEED)
+    return [base + i for i in range(count)]
+
+
+KNOWN_VIOLATIONS = {
+    8003: (
+        "a trigger re-created just before its slice is lost can miss the workers' DisruptionTarget "
+        "(pathwaysjob backend, max_restarts=0) and report the program's exit 1 as the user's bug"
+    ),
+}
+"""Seeds whose violation is a known, open bug: reported as xfail (and as XPASS when it does not show)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "chaos_seed" in metafunc.fixturenames:
+        seeds = [
+            pytest.param(seed, marks=pytest.mark.xfail(reason=KNOWN_VIOLATIONS[seed], strict=False))
+            if seed in KNOWN_VIOLATIONS
+            else seed
+            for seed in chaos_seeds(metafunc.config)
+        ]
+        metafunc.parametrize("chaos_seed", seeds, ids=lambda s: f"seed{s}")
+
+
+@pytest.fixture(scope="session")
+def chaos_cluster(request: pytest.FixtureRequest):
+    """A speed-60 cluster with six v5e 2x4 slices, so several can be down at once."""
+    from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
+
+    crds = request.config.getoption("--pathways-crds", default=None) or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
+    pools = [NodePool("default-pool", "n2-standard-64", nodes=3), *(tpu_pool(name, "ct5lp-hightpu-4t", "2x4") for name in TPU_POOLS)]
+    cluster = LocalCluster(node_pools=pools, crds=[crds] if crds else None, speed=SPEED, slice_loss_detection=SLICE_LOSS_DETECTION)
+    keys = ("KUBECONFIG", "STORAGE_EMULATOR_HOST", "AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT")
+    saved = {key: os.environ.get(key) for key in keys}
+    with cluster:
+        os.environ["KUBECONFIG"] = cluster.kubeconfig
+        os.environ["STORAGE_EMULATOR_HOST"] = cluster.gcs_endpoint
+        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig}})
+        os.environ["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}})
+        try:
+            yield cluster
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); ``None`` for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summary(results: list[dict], speed: float = SPEED) -> dict:
+    by_kind: dict[str, list[float]] = {}
+    for r in results:
+        for kind, loss in zip(r["loss_kinds"], r["losses"]):
+            by_kind.setdefault(kind, []).append(loss)
+    counts: dict[str, int] = {}
+    for r in results:
+        for kind in r["event_kinds"]:
+            counts[kind] = counts.get(kind, 0) + 1
+    truths: dict[str, int] = {}
+    for r in results:
+        truths[r["expected"]] = truths.get(r["expected"], 0) + 1
+    disruption_losses = [loss for kind, values in by_kind.items() if kind != "evict" for loss in values]
+    return {
+        "scenarios_run": len(results),
+        "scenarios_with_violations": sum(1 for r in results if r["violations"]),
+        "violations": sum(len(v) for r in results for v in r["violations"].values()),
+        "failing_seeds": [r["seed"] for r in results if r["violations"]],
+        "by_invariant": {
+            name: sum(1 for r in results if name in r["violations"])
+            for name in sorted({n for r in results for n in r["violations"]})
+        },
+        "truths": truths,
+        "event_counts": counts,
+        "disruptions_measured": len(disruption_losses),
+        "extra_time_lost_per_disruption_simulated_seconds": {
+            "p50": percentile(disruption_losses, 50),
+            "p99": percentile(disruption_losses, 99),
+            "max": max(disruption_losses) if disruption_losses else None,
+        },
+        "extra_time_lost_per_disruption_real_seconds_p99": (
+            round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None
+        ),
+        "extra_time_lost_by_kind_p99": {kind: percentile(values, 99) for kind, values in sorted(by_kind.items())},
+        "operator_seconds_lost_p99": percentile([s for r in results for s in r["operator_seconds_lost"]], 99),
+        "wall_seconds": {
+            "total": round(sum(r["wall_seconds"] for r in results), 1),
+            "p50": percentile([r["wall_seconds"] for r in results], 50),
+            "max": max((r["wall_seconds"] for r in results), default=None),
+        },
+        "scenarios": results,
+    }
+
+
+def report_path(config: pytest.Config) -> Path:
+    configured = os.environ.get("PATHWAYS_CHAOS_REPORT")
+    if configured:
+        return Path(configured)
+    factory = getattr(config, "_tmp_path_factory", None)
+    base = factory.getbasetemp() if factory is not None else Path.cwd()
+    return Path(base) / "chaos-report.json"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not RESULTS:
+        return
+    data = summary(RESULTS)
+    path = report_path(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str))
+    short = {k: v for k, v in data.items() if k != "scenarios"}
+    terminalreporter.write_sep("=", "chaos suite summary")
+    terminalreporter.write_line(json.dumps(short, indent=1, default=str))
+    terminalreporter.write_line(f"full report: {path}")
+    if data["failing_seeds"]:
+        terminalreporter.write_line(
+            "replay: " + " ".join(f"--chaos-seed {s}" for s in data["failing_seeds"])
+            + "  (.venv/bin/pytest tests/chaos/test_chaos.py -p no:cacheprovider ...)"
+        )

@@ -1,0 +1,503 @@
+"""Runs one chaos plan against the local cluster with the real operator, and records what happened.
+
+The task runs in this (the main) thread as a worker would run it: ``execute()`` waiting inline
+(``deferrable=False``), or ``execute()`` → ``TaskDeferred`` → the trigger, re-created from
+``serialize()`` as the triggerer does, run on an event loop of its own → ``execute_complete()``
+on a fresh operator. A watcher thread samples the cluster every few tens of milliseconds (live
+workloads, running pods, the training's progress) and sets off the plan's events when the live
+training reaches their step. Killing an inline task is a signal to this thread whose handler
+calls ``on_kill()`` and raises, as Airflow's task runner does on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import queue
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowTaskTimeout, TaskDeferred
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook
+from pathways_airflow.operators import PathwaysJobOperator
+from pathways_airflow.operators.workload import STATE_KEY
+from pathways_airflow.spec import TaskIdentity
+from pathways_airflow.spec.names import TASK_KEY_LABEL
+from pathways_airflow.state.submission import finished_as
+from pathways_airflow.triggers.workload import PathwaysJobTrigger
+
+from tests.chaos.invariants import Observations, extra_time_lost, resubmissions
+from tests.chaos.plan import DISRUPTIONS, Event, Plan
+
+BUCKET = "pathways-demo"
+NAMESPACE = "default"
+SCENARIO_LIMIT = 90.0
+"""Real seconds after which a scenario is stopped and reported as stuck."""
+SETTLE_LIMIT = 20.0
+"""Real seconds the task's objects get to disappear after it ended."""
+TICK = 0.03
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+NODEPOOL = "cloud.google.com/gke-nodepool"
+STEP_LINE = re.compile(r"completed step: (\d+),")
+RESTORED_LINE = re.compile(r"restored checkpoint from step (\d+)")
+USER_FAILURE_LINE = "failing as PATHWAYS_TESTING_FAIL_AT_STEP"
+KINDS = {
+    "pathwaysjob": ("pathways-job.pathways.domain/v1", "PathwaysJob"),
+    "jobset": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+}
+
+
+class ChaosKilled(BaseException):
+    """Raised in the task's thread after ``on_kill()``, as Airflow's SIGTERM handler does."""
+
+
+@dataclass
+class TaskInstance:
+    """The task instance fields the operator reads, for one try of an in-process task."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    try_number: int = 1
+    map_index: int = -1
+    xcoms: dict = field(default_factory=dict)
+    start_date: Any = None
+
+    def xcom_push(self, key, value):
+        self.xcoms[key] = json.loads(json.dumps(value, default=str))
+
+    def xcom_pull(self, task_ids=None, key=None):
+        return self.xcoms.get(key)
+
+
+class StateStore:
+    """Airflow 3.3's ``task_state_store`` for one task instance: kept across tries, JSON values."""
+
+    def __init__(self):
+        self._values: dict[str, str] = {}
+
+    def get(self, key):
+        value = self._values.get(key)
+        return None if value is None else json.loads(value)
+
+    def set(self, key, value):
+        self._values[key] = json.dumps(value, default=str)
+
+
+@dataclass
+class Record:
+    """Everything one scenario produced, for the checkers and the report."""
+
+    observations: Observations
+    wall_seconds: float
+    losses: list[float]
+    loss_kinds: list[str]
+    operator_seconds_lost: list[float]
+    fired: list[str]
+    tries: int
+    error: str | None = None
+
+
+class Scenario:
+    def __init__(self, cluster, plan: Plan):
+        self.cluster = cluster
+        self.plan = plan
+        self.identity = TaskIdentity("chaos", f"chaos-{plan.seed}", "run-1")
+        self.names = {self.identity.workload_name(a): a for a in range(0, 12)}
+        self.api, self.kind = KINDS[plan.backend]
+        self.run_name = f"chaos-{plan.seed}-{int(time.time() * 1000) % 10_000_000}"
+        self.checkpoint_dir = f"gs://{BUCKET}/chaos/{self.run_name}/checkpoints"
+        self.store = StateStore() if plan.state_store else None
+        self.control: queue.Queue[str] = queue.Queue()
+        self.pending: list[Event] = [e for e in plan.events if e.at_step >= 0]
+        self.fired: list[str] = []
+        self.disruption_times: list[tuple[float, str]] = []  # (virtual time, kind)
+        self.live_samples: list[tuple[float, dict[str, list[str]]]] = []
+        self.running_samples: list[tuple[float, list[str]]] = []
+        self.attempts_seen: dict[str, int] = {}
+        self.kill_requested = False
+        self.stuck = False
+        self._stop = threading.Event()
+        self._timers: list[threading.Timer] = []
+        self._node_pools: dict[str, str] = {}
+        self.tries = 0
+        self.ti: TaskInstance | None = None
+
+    # --- the task ---------------------------------------------------------------------------
+
+    def operator(self) -> PathwaysJobOperator:
+        plan = self.plan
+        env = {
+            "PATHWAYS_TESTING_STEP_SECONDS": f"{plan.step_seconds:g}",
+            "PATHWAYS_TESTING_SAVE_SECONDS": f"{plan.save_seconds:g}",
+        }
+        if plan.fail_at_step is not None:
+            env |= {"PATHWAYS_TESTING_FAIL_AT_STEP": str(plan.fail_at_step), "PATHWAYS_TESTING_EXIT_CODE": str(plan.exit_code)}
+        return PathwaysJobOperator(
+            task_id=self.identity.task_id,
+            tpu="v5e",
+            topology="2x4",
+            num_slices=plan.num_slices,
+            pathways_dir=f"gs://{BUCKET}/tmp",
+            image="maxtext",
+            command=[
+                "python3", "-m", "MaxText.train", f"base_output_directory=gs://{BUCKET}/chaos", f"run_name={self.run_name}",
+                f"steps={plan.steps}", f"checkpoint_period={plan.checkpoint_period}",
+            ],
+            env=env,
+            checkpoint_dir=self.checkpoint_dir,
+            backend=plan.backend,
+            deferrable=plan.mode == "deferred",
+            max_disruptions=plan.max_disruptions,
+            max_restarts=plan.max_restarts,
+            termination_grace_period_seconds=plan.grace_seconds,
+            queue_name="multislice-queue" if plan.queued else None,
+            execution_timeout=dt.timedelta(seconds=plan.timeout_seconds) if plan.timeout_seconds else None,
+        )
+
+    def new_try(self) -> dict[str, Any]:
+        self.tries += 1
+        self.ti = TaskInstance("chaos", self.identity.task_id, "run-1", try_number=self.tries, start_date=dt.datetime.now(dt.timezone.utc))
+        context: dict[str, Any] = {"ti": self.ti}
+        if self.store is not None:
+            context["task_state_store"] = self.store
+        return context
+
+    def run(self) -> Record:
+        started = time.time()
+        for event in self.plan.events:
+            if event.at_step < 0:
+                self._fire(event, None)
+        watcher = threading.Thread(target=self._watch, name=f"chaos-watch-{self.plan.seed}", daemon=True)
+        watcher.start()
+        outcome, result, error, disruptions = "unknown", None, None, []
+        try:
+            if self.plan.mode == "inline":
+                outcome, result, error = self._drive_inline()
+            else:
+                outcome, result, error = self._drive_deferred()
+        finally:
+            self._stop.set()
+            for timer in self._timers:
+                timer.cancel()
+            watcher.join(5)
+            self.cluster.clear_faults()
+        if isinstance(result, dict):
+            disruptions = result.get("disruptions") or []
+        elif error is not None and getattr(error, "disruptions", None):
+            disruptions = error.disruptions
+        elif self.store is not None and (self.store.get(STATE_KEY) or {}).get("disruptions"):
+            disruptions = self.store.get(STATE_KEY)["disruptions"]
+        elif self.ti is not None:
+            disruptions = (self.ti.xcoms.get(STATE_KEY) or {}).get("disruptions") or []
+        wall = time.time() - started
+        leftovers = self._settle()
+        progress, restored, user_failures = self._read_logs()
+        commits = self._commits()
+        losses = extra_time_lost(
+            [(v, s) for v, s in progress], [v for v, _ in self.disruption_times],
+            step_seconds=self.plan.step_seconds, save_seconds=self.plan.save_seconds,
+            checkpoint_period=self.plan.checkpoint_period, final_step=self.plan.steps - 1,
+        ) if self.disruption_times else []
+        kinds = [k for _, k in sorted(self.disruption_times)]
+        observations = Observations(
+            expected=self.plan.expected,
+            outcome="stuck" if self.stuck else outcome,
+            final_step=self.plan.steps - 1,
+            max_disruptions=self.plan.max_disruptions,
+            result=result if isinstance(result, dict) else None,
+            live_samples=tuple(self.live_samples),
+            running_samples=tuple(self.running_samples),
+            leftovers=tuple(leftovers),
+            disruptions=tuple(disruptions),
+            commits=commits,
+            attempts_seen=dict(self.attempts_seen),
+            user_failures=tuple(user_failures),
+            restored_steps=tuple(restored),
+        )
+        return Record(
+            observations=observations,
+            wall_seconds=round(wall, 2),
+            losses=losses,
+            loss_kinds=kinds[: len(losses)] if len(losses) == len(kinds) else ["disruption"] * len(losses),
+            operator_seconds_lost=[float(d.get("seconds_lost") or 0.0) for d in resubmissions(disruptions)],
+            fired=list(self.fired),
+            tries=self.tries,
+            error=f"{type(error).__name__}: {str(error)[:500]}" if error is not None else None,
+        )
+
+    def _drive_inline(self):
+        op = self.operator()
+
+        def on_signal(signum, frame):
+            if self.kill_requested:
+                self.kill_requested = False
+                op.on_kill()
+                raise ChaosKilled()
+
+        previous = signal.signal(signal.SIGUSR1, on_signal)
+        try:
+            return "success", op.execute(self.new_try()), None
+        except ChaosKilled:
+            return ("stuck" if self.stuck else "killed"), None, None
+        except (Exception, AirflowTaskTimeout) as error:  # the task's failure is the outcome
+            return type(error).__name__, None, error
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
+
+    def _drive_deferred(self):
+        context = self.new_try()
+        deferral = None
+        crashed_after_submit = False
+        crashed_before_complete = False
+        call = lambda op: op.execute(context)  # noqa: E731
+        while True:
+            op = self.operator()
+            try:
+                return "success", call(op), None
+            except TaskDeferred as deferred:
+                deferral = deferred
+            except (Exception, AirflowTaskTimeout) as error:
+                return type(error).__name__, None, error
+            if self.plan.crash_after_submit and not crashed_after_submit:
+                # The worker dies after submitting, before the deferral is recorded: a new try.
+                crashed_after_submit = True
+                self.fired.append("crash_after_submit")
+                context = self.new_try()
+                call = lambda op: op.execute(context)  # noqa: E731
+                continue
+            verdict, payload = self._await_trigger(deferral.trigger)
+            if verdict == "kill":
+                return "killed", None, None
+            if verdict == "stuck":
+                return "stuck", None, None
+            if verdict == "retry":
+                self.fired.append("retry (new try)")
+                context = self.new_try()
+                call = lambda op: op.execute(context)  # noqa: E731
+                continue
+            if self.plan.crash_before_complete and not crashed_before_complete and payload.get("status") == "finished":
+                # The triggerer fired; the worker resuming the task died: a new try from execute().
+                crashed_before_complete = True
+                self.fired.append(f"crash_before_complete ({payload['state']['phase']})")
+                context = self.new_try()
+                call = lambda op: op.execute(context)  # noqa: E731
+                continue
+            method, kwargs = deferral.method_name, dict(deferral.kwargs or {})
+            call = lambda op, m=method, k=kwargs, p=payload: getattr(op, m)(context, event=p, **k)  # noqa: E731
+
+    def _await_trigger(self, trigger) -> tuple[str, dict | None]:
+        classpath, kwargs = trigger.serialize()
+        assert classpath == "pathways_airflow.triggers.workload.PathwaysJobTrigger", classpath
+        kwargs = json.loads(json.dumps(kwargs))  # what the triggerer reads back from the database
+        while True:
+            verdict, payload = asyncio.run(self._trigger_session(PathwaysJobTrigger(**kwargs)))
+            if verdict == "restart":
+                continue
+            return verdict, payload
+
+    async def _trigger_session(self, trigger: PathwaysJobTrigger):
+        events = trigger.run()
+        task = asyncio.ensure_future(events.__anext__())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=0.02)
+                if task in done:
+                    return "event", dict(task.result().payload)
+                if self.stuck:
+                    command = "stuck"
+                else:
+                    try:
+                        command = self.control.get_nowait()
+                    except queue.Empty:
+                        continue
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await task
+                if command == "kill":
+                    await trigger.on_kill()
+                return command, None
+        finally:
+            with contextlib.suppress(Exception):
+                await events.aclose()
+            await AsyncPathwaysHook.close_all()
+
+    # --- watching and setting off events ----------------------------------------------------
+
+    def _watch(self) -> None:
+        began = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._sample()
+            except Exception:  # the cluster call may time out under injected latency; sample again
+                pass
+            if time.monotonic() - began > SCENARIO_LIMIT and not self.stuck:
+                self.stuck = True
+                if self.plan.mode == "inline":
+                    self.kill_requested = True
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            self._stop.wait(TICK)
+
+    def _sample(self) -> None:
+        now = time.time()
+        by_kind: dict[str, list[str]] = {}
+        top = self.cluster.list(self.api, self.kind, NAMESPACE, labels={TASK_KEY_LABEL: self.identity.key})
+        jobsets = [j for j in self.cluster.list(*KINDS["jobset"], NAMESPACE) if j["metadata"]["name"] in self.names]
+        for kind, items in ((self.kind, top), ("JobSet", jobsets)):
+            for obj in items:
+                name = obj["metadata"]["name"]
+                self.attempts_seen.setdefault(name, self.names.get(name, -1))
+            by_kind[kind] = [o["metadata"]["name"] for o in items if not o["metadata"].get("deletionTimestamp") and finished_as(o) is None]
+        self.live_samples.append((now, by_kind))
+        pods = [p for p in self.cluster.list("v1", "Pod", NAMESPACE) if (p["metadata"].get("labels") or {}).get(JOBSET_NAME) in self.names]
+        running = sorted({p["metadata"]["labels"][JOBSET_NAME] for p in pods if (p.get("status") or {}).get("phase") == "Running"})
+        self.running_samples.append((now, running))
+        if not self.pending:
+            return
+        best: tuple[int, str] | None = None
+        for pod in pods:
+            labels = pod["metadata"]["labels"]
+            if labels.get(REPLICATED_JOB) != "pathways-head" or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            if pod["metadata"].get("deletionTimestamp") or any(
+                c.get("type") == "DisruptionTarget" for c in (pod.get("status") or {}).get("conditions") or ()
+            ):
+                continue
+            step = self._progress(pod["metadata"]["name"])
+            if step is not None and (best is None or step > best[0]):
+                best = (step, labels[JOBSET_NAME])
+        while best is not None and self.pending and self.pending[0].at_step <= best[0]:
+            event = self.pending.pop(0)
+            if event.delay:
+                timer = threading.Timer(event.delay, self._fire, args=(event, best[1]))
+                timer.daemon = True
+                self._timers.append(timer)
+                timer.start()
+            else:
+                self._fire(event, best[1])
+
+    def _progress(self, pod: str) -> int | None:
+        def read():
+            found = self.cluster.logs.find(NAMESPACE, pod, "main")
+            return [line for _, line in found.lines[-20:]] if found else []
+
+        for line in reversed(self.cluster.call(read)):
+            match = STEP_LINE.search(line)
+            if match:
+                return int(match.group(1))
+        return None
+
+    def _slice_of(self, workload: str, index: int) -> str:
+        if not self._node_pools:
+            self._node_pools = {n["metadata"]["name"]: n["metadata"]["labels"].get(NODEPOOL, "") for n in self.cluster.list("v1", "Node", None)}
+        workers = self.cluster.list("v1", "Pod", NAMESPACE, labels={JOBSET_NAME: workload, REPLICATED_JOB: "worker"})
+        pools = sorted({self._node_pools.get(p["spec"].get("nodeName"), "") for p in workers if p["spec"].get("nodeName")} - {""})
+        if not pools:
+            raise RuntimeError(f"{workload} has no worker on a node")
+        return pools[index % len(pools)]
+
+    def _fire(self, event: Event, workload: str | None) -> None:
+        if self._stop.is_set():
+            return
+        args = event.kwargs
+        cluster = self.cluster
+        try:
+            if event.kind in DISRUPTIONS:
+                pool = self._slice_of(workload, args.pop("slice", 0))
+                self.disruption_times.append((cluster.clock.now(), event.kind))
+                getattr(cluster, event.kind)(pool, wait=False, **args)
+                self.fired.append(f"{event.describe()} on {pool} ({workload})")
+                return
+            if event.kind == "evict":
+                kueue_name = cluster.workload_for(NAMESPACE, workload)
+                self.disruption_times.append((cluster.clock.now(), "evict"))
+                cluster.evict_workload(NAMESPACE, kueue_name, requeue_after=args["requeue_after"])
+            elif event.kind == "fault":
+                args["methods"] = tuple(args.get("methods", ()))
+                cluster.inject_fault(**args)
+            elif event.kind == "drop_watches":
+                cluster.drop_watches()
+            elif event.kind == "compact":
+                cluster.compact()
+                cluster.drop_watches()
+            elif event.kind in ("trigger_restart", "retry"):
+                self.control.put("restart" if event.kind == "trigger_restart" else "retry")
+            elif event.kind == "kill":
+                if self.plan.mode == "deferred":
+                    self.control.put("kill")
+                else:
+                    self.kill_requested = True
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            self.fired.append(f"{event.describe()} ({workload})")
+        except Exception as error:
+            self.fired.append(f"{event.describe()} FAILED to fire: {type(error).__name__}: {error}")
+
+    # --- after the task ---------------------------------------------------------------------
+
+    def _leftovers(self) -> list[str]:
+        found = []
+        for api, kind in {KINDS["pathwaysjob"], KINDS["jobset"]}:
+            for obj in self.cluster.list(api, kind, NAMESPACE):
+                name = obj["metadata"]["name"]
+                if name in self.names or (obj["metadata"].get("labels") or {}).get(TASK_KEY_LABEL) == self.identity.key:
+                    found.append(f"{kind}/{name}")
+        for kind in ("Job", "Pod"):
+            for obj in self.cluster.list("batch/v1" if kind == "Job" else "v1", kind, NAMESPACE):
+                if (obj["metadata"].get("labels") or {}).get(JOBSET_NAME) in self.names:
+                    found.append(f"{kind}/{obj['metadata']['name']}")
+        return found
+
+    def _settle(self) -> list[str]:
+        deadline = time.monotonic() + SETTLE_LIMIT
+        while True:
+            left = self._leftovers()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
+    def _read_logs(self):
+        """From every head pod's log: (virtual time, completed step), restores, user failures."""
+        names = sorted(self.names, key=len, reverse=True)
+
+        def read():
+            found = {}
+            for (namespace, pod, container), log in list(self.cluster.logs._logs.items()):
+                if namespace == NAMESPACE and container == "main" and "-pathways-head-" in pod:
+                    workload = next((n for n in names if pod.startswith(f"{n}-pathways-head-")), None)
+                    if workload is not None:
+                        found[(workload, pod)] = list(log.lines)
+            return found
+
+        logs = self.cluster.call(read)
+        offset = time.time() - self.cluster.clock.now() / self.cluster.clock.speed
+        progress, restored, user_failures = [], [], []
+        for (workload, pod), lines in logs.items():
+            for when, line in lines:
+                if match := STEP_LINE.search(line):
+                    progress.append((when, int(match.group(1))))
+                elif match := RESTORED_LINE.search(line):
+                    restored.append((int(match.group(1)), offset + when / self.cluster.clock.speed))
+                elif USER_FAILURE_LINE in line:
+                    user_failures.append((self.names[workload], pod))
+        return progress, restored, user_failures
+
+    def _commits(self) -> dict[int, float]:
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        client = storage.Client(project="test", credentials=AnonymousCredentials())
+        prefix = self.checkpoint_dir.removeprefix(f"gs://{BUCKET}/") + "/"
+        commits = {}
+        for blob in client.list_blobs(BUCKET, prefix=prefix):
+            parts = blob.name[len(prefix):].split("/")
+            if len(parts) == 2 and parts[0].isdigit() and parts[1] == "commit_success.txt":
+                commits[int(parts[0])] = blob.time_created.timestamp()
+        return commits

@@ -1,0 +1,50 @@
+"""The chaos suite: one test per seed; every invariant is checked in every scenario."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.chaos import conftest
+from tests.chaos.harness import Scenario
+from tests.chaos.invariants import violations
+from tests.chaos.plan import plan
+
+
+
+
+def test_scenario(chaos_cluster, chaos_seed):
+    scenario = plan(chaos_seed)
+    record = Scenario(chaos_cluster, scenario).run()
+    found = violations(record.observations)
+    conftest.RESULTS.append(
+        {
+            "seed": chaos_seed,
+            "backend": scenario.backend,
+            "mode": scenario.mode,
+            "expected": scenario.expected,
+            "outcome": record.observations.outcome,
+            "violations": found,
+            "losses": record.losses,
+            "loss_kinds": record.loss_kinds,
+            "operator_seconds_lost": record.operator_seconds_lost,
+            "event_kinds": sorted({e.kind for e in scenario.events}
+                                  | ({"crash_after_submit"} if scenario.crash_after_submit else set())
+                                  | ({"crash_before_complete"} if scenario.crash_before_complete else set())
+                                  | ({"user_failure"} if scenario.fail_at_step is not None else set())
+                                  | ({"timeout"} if scenario.timeout_seconds else set())),
+            "fired": record.fired,
+            "tries": record.tries,
+            "wall_seconds": record.wall_seconds,
+            "error": record.error,
+        }
+    )
+    if found:
+        pytest.fail(
+            f"chaos seed {chaos_seed} broke {len(found)} invariant(s):\n"
+            + "\n".join(f"  {name}: {'; '.join(items)}" for name, items in found.items())
+            + f"\nplan:\n{scenario.describe()}\nfired: {json.dumps(record.fired)}\ntask error: {record.error}\n"
+            f"replay: .venv/bin/pytest tests/chaos/test_chaos.py -p no:cacheprovider --chaos-seed {chaos_seed}",
+            pytrace=False,
+        )

@@ -391,6 +391,17 @@ _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, tuple[
 _LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = weakref.WeakKeyDictionary()
 
 
+def _import_client_modules(gke: bool) -> None:
+    """Import what ``AsyncPathwaysHook._new_client`` needs (cached by ``sys.modules`` once done)."""
+    import importlib
+
+    importlib.import_module("kubernetes_asyncio.client")
+    if gke:
+        importlib.import_module("airflow.providers.google.cloud.hooks.kubernetes_engine")
+    else:
+        importlib.import_module("airflow.providers.cncf.kubernetes.hooks.kubernetes")
+
+
 class AsyncPathwaysHook(BaseHook):
     """Asynchronous API access for triggers: one client per (event loop, cluster), kept alive."""
 
@@ -414,6 +425,10 @@ class AsyncPathwaysHook(BaseHook):
             return client
 
     async def _new_client(self) -> Any:
+        # Importing the Kubernetes client modules takes seconds. A triggerer runs every trigger
+        # on one event loop: importing them there would stall all of its triggers (and its
+        # watches' reconnects) that long, so the first client of a process imports them in a thread.
+        await asyncio.to_thread(_import_client_modules, self.target.is_gke)
         if self.target.is_gke:
             from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
 

@@ -1,0 +1,239 @@
+"""A real Airflow deployment against the local cluster: crash and cancel a deferred training task.
+
+api-server, scheduler (LocalExecutor), dag-processor and triggerer run as separate processes
+(``tests/e2e/deployment.py``). The training DAG (``dags/pw_deployment.py``) submits one deferrable
+PathwaysJob per run. A sampler thread lists the task's PathwaysJobs (by its task-key label) every
+few milliseconds during each scenario: never two live at once, and one created in all.
+
+- the triggerer is killed with SIGKILL while the task is deferred, a new one is started: the
+  trigger resumes there and the task succeeds in its first try, with the one workload;
+- the task's worker (the task process and its supervisor) is killed right after it submitted:
+  the scheduler finds the task without a heartbeat, retries it, and the retry re-attaches to the
+  live workload instead of submitting another;
+- the deferred task is marked failed through the REST API: the triggerer cancels the trigger and
+  its ``on_kill`` deletes the workload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pathways_airflow.spec.names import TASK_KEY_LABEL, TaskIdentity
+from tests.e2e.deployment import AirflowDeployment, is_running, kill_tree, wait_until
+
+pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
+
+DAG_ID = "pw_deployment"
+TASK_ID = "train"
+DAG_FILE = Path(__file__).parent / "dags" / "pw_deployment.py"
+PATHWAYSJOB = ("pathways-job.pathways.domain/v1", "PathwaysJob")
+JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+
+
+# --- fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployment(pathways_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
+    env = {
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}
+        ),
+        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
+            {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}
+        ),
+        "STORAGE_EMULATOR_HOST": pathways_cluster.gcs_endpoint,
+        "KUBECONFIG": pathways_cluster.kubeconfig,
+    }
+    airflow = AirflowDeployment(tmp_path_factory.mktemp("airflow-deployment"), [DAG_FILE], env)
+    try:
+        airflow.migrate()
+        airflow.start_all(timeout=150)
+        airflow.wait_for_dag(DAG_ID)
+        airflow.unpause(DAG_ID)
+        yield airflow
+    except BaseException:
+        print(airflow.log_tails())
+        raise
+    finally:
+        airflow.stop_all()
+
+
+class WorkloadSampler(threading.Thread):
+    """Lists one task's PathwaysJobs every ``interval`` seconds and remembers what it saw."""
+
+    def __init__(self, cluster: Any, task_key: str, interval: float = 0.02):
+        super().__init__(daemon=True, name=f"sampler-{task_key}")
+        self.cluster = cluster
+        self.task_key = task_key
+        self.interval = interval
+        self.created: dict[str, str] = {}  # uid → name, every PathwaysJob ever seen
+        self.most_live = 0
+        self.live_now: list[str] = []
+        self.samples = 0
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.cluster.list(*PATHWAYSJOB, "default", labels={TASK_KEY_LABEL: self.task_key})
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                jobs = self.jobs()
+                live = [j["metadata"]["name"] for j in jobs if not j["metadata"].get("deletionTimestamp")]
+                for job in jobs:
+                    self.created.setdefault(job["metadata"]["uid"], job["metadata"]["name"])
+                self.live_now = live
+                self.most_live = max(self.most_live, len(live))
+                self.samples += 1
+                self._halt.wait(self.interval)
+        except BaseException as error:  # surfaced by stop()
+            self.error = error
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+        if self.error is not None:
+            raise self.error
+
+    def summary(self) -> str:
+        return f"{self.samples} samples; created {sorted(self.created.values())}; at most {self.most_live} live; live now {self.live_now}"
+
+
+@contextlib.contextmanager
+def scenario(deployment: AirflowDeployment, cluster: Any, name: str) -> Iterator[tuple[str, WorkloadSampler]]:
+    """A fresh DAG run id and a sampler on its task key; component logs printed if the body fails."""
+    run_id = f"{name}-{uuid.uuid4().hex[:8]}"
+    sampler = WorkloadSampler(cluster, TaskIdentity(DAG_ID, TASK_ID, run_id).key)
+    sampler.start()
+    started = time.monotonic()
+    try:
+        yield run_id, sampler
+    except BaseException:
+        print(f"{name} failed after {time.monotonic() - started:.1f}s; sampler: {sampler.summary()}")
+        with contextlib.suppress(Exception):
+            ti = deployment.task_instance(DAG_ID, run_id, TASK_ID)
+            print(f"task instance: state={ti['state']} try={ti['try_number']}")
+            for attempt in range(1, ti["try_number"] + 1):
+                print(f"----- task log, try {attempt} -----\n{deployment.task_log(DAG_ID, run_id, TASK_ID, attempt)[-6000:]}")
+        print(deployment.log_tails())
+        raise
+    finally:
+        sampler.stop()
+        print(f"{name}: {time.monotonic() - started:.1f}s; {sampler.summary()}")
+
+
+TRIGGER_STARTING = f"trigger {DAG_ID}/"
+
+
+def wait_for_trigger_watching(deployment: AirflowDeployment, run_id: str) -> str:
+    """The task is deferred and its trigger, in the triggerer, has seen the workload running."""
+    deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"deferred"}, timeout=90)
+
+    def watching() -> str | None:
+        log = deployment.task_log(DAG_ID, run_id, TASK_ID, 1)
+        if "Trigger fired event" in log:
+            raise AssertionError(f"the workload finished before the scenario could act:\n{log[-3000:]}")
+        return log if TRIGGER_STARTING in log and "RUNNING" in log else None
+
+    return wait_until("the trigger watching the running workload", watching, 60, interval=0.5)
+
+
+def leftovers(cluster: Any, task_key: str) -> list[str]:
+    """The task's PathwaysJobs and JobSets still in the cluster."""
+    return [
+        f"{o['kind']}/{o['metadata']['name']}"
+        for kind in (PATHWAYSJOB, JOBSET)
+        for o in cluster.list(*kind, "default", labels={TASK_KEY_LABEL: task_key})
+    ]
+
+
+# --- scenarios -----------------------------------------------------------------------------------------
+
+
+def test_triggerer_killed_while_deferred_a_new_one_finishes_the_task_with_one_workload(deployment, pathways_cluster):
+    with scenario(deployment, pathways_cluster, "triggerer-kill") as (run_id, sampler):
+        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "30"}, run_id=run_id)
+        wait_for_trigger_watching(deployment, run_id)
+        old_job = deployment.live_jobs("triggerer")[0]["id"]
+        killed = deployment.kill("triggerer")
+        killed_at = time.monotonic()
+        assert sampler.live_now, "the workload should still be running when the triggerer dies"
+        deployment.start("triggerer")
+        deployment.wait_for_new_job("triggerer", after_id=old_job, timeout=60)
+        wait_until(
+            "the trigger started again in the new triggerer",
+            lambda: deployment.task_log(DAG_ID, run_id, TASK_ID, 1).count(TRIGGER_STARTING) >= 2, 60,
+        )
+        resumed = time.monotonic() - killed_at
+        running_at_resume = bool(sampler.live_now)
+        ti = deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"success", "failed", "up_for_retry"}, timeout=120)
+
+        assert ti["state"] == "success", ti
+        assert ti["try_number"] == 1, "the triggerer's death must not cost an Airflow retry"
+        assert len(sampler.created) == 1, f"exactly one workload for the task: {sampler.summary()}"
+        assert sampler.most_live == 1, sampler.summary()
+        wait_until("the finished workload deleted", lambda: not leftovers(pathways_cluster, sampler.task_key), 30)
+        print(f"killed triggerer pids {killed}; the trigger ran again {resumed:.1f}s later, the workload {'still running' if running_at_resume else 'already finished'}")
+
+
+def test_worker_killed_right_after_submitting_the_retry_adopts_the_workload(deployment, pathways_cluster):
+    with scenario(deployment, pathways_cluster, "worker-kill") as (run_id, sampler):
+        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "40"}, run_id=run_id)
+        ti = deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"running"}, timeout=90)
+        task, supervisor = wait_until("the task's processes", lambda: deployment.task_processes(ti["id"]), 30, interval=0.02)
+        # React as soon as the PathwaysJob exists (a tight loop here, not the sampler's period):
+        # the task has submitted it but not deferred yet.
+        wait_until("the task's PathwaysJob", sampler.jobs, 60, interval=0.002)
+        alive_at_kill = is_running(task)
+        kill_tree([task, supervisor])
+        killed_at = time.monotonic()
+        assert alive_at_kill, "the task process had already exited (deferred) before the kill"
+        ti = deployment.task_instance(DAG_ID, run_id, TASK_ID)
+        assert ti["state"] == "running" and ti["try_number"] == 1, f"the kill should land before the deferral: {ti['state']}"
+
+        retried = deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"deferred", "success", "failed"}, timeout=120)
+        assert retried["try_number"] == 2, retried
+        noticed = time.monotonic() - killed_at
+        ti = deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"success", "failed"}, timeout=120)
+
+        assert ti["state"] == "success", ti
+        assert ti["try_number"] == 2, ti
+        assert len(sampler.created) == 1, f"the retry must adopt, not submit a second workload: {sampler.summary()}"
+        assert sampler.most_live == 1, sampler.summary()
+        retry_log = deployment.task_log(DAG_ID, run_id, TASK_ID, 2)
+        assert "re-attaching to the live workload" in retry_log, retry_log[-3000:]
+        assert "submitted PathwaysJob" not in retry_log
+        wait_until("the finished workload deleted", lambda: not leftovers(pathways_cluster, sampler.task_key), 30)
+        print(f"killed task {task} and supervisor {supervisor}; retry deferred {noticed:.1f}s later")
+
+
+def test_deferred_task_marked_failed_through_the_api_deletes_its_workload(deployment, pathways_cluster):
+    with scenario(deployment, pathways_cluster, "mark-failed") as (run_id, sampler):
+        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "60"}, run_id=run_id)
+        wait_for_trigger_watching(deployment, run_id)
+        assert sampler.live_now, "the workload should be running when the task is marked failed"
+
+        deployment.set_task_state(DAG_ID, run_id, TASK_ID, "failed")
+        marked = time.monotonic()
+        wait_until("the workload deleted by the trigger's on_kill", lambda: not leftovers(pathways_cluster, sampler.task_key), 30)
+        deleted_after = time.monotonic() - marked
+
+        time.sleep(3)  # nothing comes back: no retry, no resubmission
+        ti = deployment.task_instance(DAG_ID, run_id, TASK_ID)
+        assert ti["state"] == "failed" and ti["try_number"] == 1, ti
+        assert len(sampler.created) == 1 and not sampler.live_now, sampler.summary()
+        assert not leftovers(pathways_cluster, sampler.task_key)
+        log = deployment.task_log(DAG_ID, run_id, TASK_ID, 1)
+        assert "Trigger fired event" not in log, "the workload finished before the task was marked failed"
+        assert "the task was killed while deferred" in log, log[-3000:]
+        print(f"workload deleted {deleted_after:.1f}s after the task was marked failed")

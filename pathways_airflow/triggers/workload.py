@@ -23,7 +23,7 @@ from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
 from pathways_airflow.state.submission import ended_by_annotation
-from pathways_airflow.triggers.watch import SharedWatch, shared_watch, wait_for_change
+from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RECHECK_SECONDS = 60.0
@@ -35,20 +35,16 @@ USER_ERROR_SETTLE_SECONDS = 2.0
 def observe(
     backend: str, name: str, namespace: str, watches: dict[str, SharedWatch], submitted: bool = True
 ) -> Observation:
-    """The workload's objects as the shared caches hold them now."""
+    """The workload's objects as the shared caches hold them now (read through their indexes)."""
     jobset = watches["jobsets"].get(name, namespace)
     uid = (jobset or {}).get("metadata", {}).get("uid")
-    live = watches["pods"].objects
-    candidates = [*live.values(), *(p for key, p in watches["pods"].deleted.items() if key not in live)]
-    pods = tuple(
-        p for p in candidates
-        if (p["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL) == name and p["metadata"].get("namespace") == namespace
-    )
+    candidates = [*watches["pods"].related(name), *watches["pods"].related_deleted(name)]
+    pods = tuple(p for p in candidates if p["metadata"].get("namespace") == namespace)
     kueue = None
     if uid and "workloads" in watches:
         kueue = next(
             (
-                w for w in watches["workloads"].values()
+                w for w in watches["workloads"].related(name)
                 if any(ref.get("uid") == uid for ref in (w["metadata"].get("ownerReferences") or ()))
             ),
             None,
@@ -57,11 +53,24 @@ def observe(
     return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted)
 
 
+def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod as the state core reads it: metadata without annotations, its status, and of its
+    spec only the node and the container names (the rest is the template, already in the JobSet)."""
+    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
+    spec = pod.get("spec") or {}
+    slim_spec: dict[str, Any] = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
+    if spec.get("nodeName"):
+        slim_spec["nodeName"] = spec["nodeName"]
+    return {"apiVersion": pod.get("apiVersion"), "kind": pod.get("kind"), "metadata": meta, "spec": slim_spec, "status": pod.get("status") or {}}
+
+
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
     watches = {
         "jobsets": shared_watch(target, JOBSET, namespace),
-        "pods": shared_watch(target, POD, namespace, label_selector=JOBSET_NAME_LABEL),
-        "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace),
+        "pods": shared_watch(
+            target, POD, namespace, label_selector=JOBSET_NAME_LABEL, index=by_label(JOBSET_NAME_LABEL), prune=pruned_pod
+        ),
+        "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet")),
     }
     if backend == "pathwaysjob":
         watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace)
@@ -131,7 +140,7 @@ class PathwaysJobTrigger(BaseTrigger):
 
     async def _wait(self) -> AsyncIterator[TriggerEvent]:
         watches = workload_watches(self.cluster, self.namespace, self.backend)
-        subscriptions = {key: watch.subscribe() for key, watch in watches.items()}
+        subscriptions = {key: watch.subscribe([self.name]) for key, watch in watches.items()}
         previous = WorkloadState.from_dict(self.last_state) if self.last_state else None
         try:
             await asyncio.wait_for(

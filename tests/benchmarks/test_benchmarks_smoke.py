@@ -1,0 +1,70 @@
+"""The benchmark scripts' quick modes run and write the JSON the README's tables come from.
+
+A smoke test, not a timed assertion: it checks each script runs from the checkout, writes its
+report, and that the figures in it are sane (present, positive where they must be, every wait
+answered) — never that a target was met, which depends on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_quick(script: str, tmp_path: Path, timeout: float = 120) -> dict:
+    out = tmp_path / f"{script}.json"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / f"{script}.py"), "--quick", "--json", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert result.stdout.strip(), "the script prints a table"
+    return json.loads(out.read_text())
+
+
+def test_triggerer_scale_quick(tmp_path):
+    report = run_quick("triggerer_scale", tmp_path)
+    assert report["machine"]["cores"] >= 1
+    runs = {run["contender"]: run for run in report["runs"]}
+    assert set(runs) == {"ours", "anchor-2s"}
+    for run in runs.values():
+        assert run["waits"] == 20
+        assert run["events"] == 20 and run["all_events_received"] and run["unexpected_events"] == 0
+        assert run["cpu_s_per_min"] > 0 and run["peak_rss_mb"] > 0
+        assert 0 <= run["reaction_p50_s"] <= run["reaction_p99_s"]
+        assert run["max_stall_ms"] >= 0
+    assert runs["anchor-2s"]["requests_in_window"] > 0  # the anchor polls; ours holds watches
+    assert {"fewer_requests_x", "cpu_fraction", "rss_per_wait_fraction"} <= set(report["ratios"][0])
+    assert set(report["targets"]["20"]) >= {"p99_reaction_le_1s", "rss_le_50kb_per_wait", "no_stall_over_100ms"}
+
+
+def test_checkpoint_poll_quick(tmp_path):
+    report = run_quick("checkpoint_poll", tmp_path)
+    (run,) = report["runs"]
+    assert run["files_per_step"] == 10 and run["objects"] > 500
+    assert run["ours"]["result"]["step"] == 50 * 100  # the newest committed step, not the save in progress
+    assert all(n >= 1 for n in run["ours"]["requests_per_poke"])
+    assert run["anchor"]["result"] == run["objects"]  # the prefix sensor saw every object
+    assert run["ours_after_new_steps"]["result"]["step"] == 52 * 100
+    assert run["faster_x"] > 0 and run["fewer_requests_x"] > 0
+    assert {"requests_per_poke_le_3", "requests_independent_of_F", "new_steps_le_3_plus_new"} <= set(report["targets"])
+
+
+def test_import_cost_quick(tmp_path):
+    report = run_quick("import_cost", tmp_path)
+    ours = report["modules"]["pathways_airflow.operators + .sensors"]
+    assert ours["error"] is None
+    assert ours["airflow_sdk_s_median"] > 0 and ours["extra_s_median"] >= 0
+    assert len(report["dags"]) == 1
+    assert report["ours_top_imports"], "-X importtime was read"
+    assert {"ours_le_0.1s", "each_dag_le_0.3s"} <= set(report["targets"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -28,6 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception
 
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
 from pathways_airflow.resources import NODE, POD, Resource, resource_of
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 if TYPE_CHECKING:
@@ -155,6 +156,29 @@ def _describe(error: BaseException | None) -> str:
     return f"HTTP {status} {reason or ''}".strip() if status else repr(error)
 
 
+def json_body(method: str, path: str, data: bytes) -> Any:
+    """A response's JSON, or a ``KubernetesApiError`` saying what came instead.
+
+    A proxy or load balancer in front of the API server may answer 200 with an HTML page, or cut
+    the body short: that is an API failure, reported as one, not a ``JSONDecodeError``.
+    """
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        text = data[:200].decode("utf-8", errors="replace")
+        raise KubernetesApiError(f"{method} {path}: the answer is not JSON: {text!r}") from None
+
+
+def an_object(method: str, path: str, body: Any) -> dict[str, Any]:
+    """The object a GET answered with. ``None`` means "not found" to callers, so an empty or
+    non-object 200 answer must never pass for one: it is an API failure."""
+    if not isinstance(body, dict):
+        raise KubernetesApiError(f"{method} {path}: the answer is not an object: {str(body)[:200]!r}")
+    return body
+
+
 def api_error_message(error: BaseException) -> str:
     """The ``Status`` message of an API error, for messages users read."""
     body = getattr(error, "body", None)
@@ -164,6 +188,21 @@ def api_error_message(error: BaseException) -> str:
         except (TypeError, ValueError):
             return str(body)
     return _describe(error)
+
+
+def object_path(resource: Resource, namespace: str | None, name: Any, subresource: str | None = None) -> str:
+    """The URL of one object; refuses a name that would address something else.
+
+    Names are quoted into one path segment, but ``.`` and ``..`` are path segments of their own
+    (a client or proxy normalising the URL would turn a DELETE of ``..`` into a DELETE of the
+    collection), and an empty name addresses the collection itself. Kubernetes never names an
+    object so, so such a name is a caller's bug: refused before any request.
+    """
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "%" in name:
+        raise InvalidWorkloadSpec([SpecProblem("name", name, "is not a Kubernetes object name")])
+    if namespace is not None and (not isinstance(namespace, str) or namespace in ("", ".", "..") or "/" in namespace):
+        raise InvalidWorkloadSpec([SpecProblem("namespace", namespace, "is not a Kubernetes namespace name")])
+    return resource.path(namespace, name, subresource)
 
 
 @dataclass(frozen=True)
@@ -276,7 +315,7 @@ class PathwaysHook(BaseHook):
             data = response.data
             if raw:
                 return data.decode("utf-8", errors="replace")
-            return json.loads(data) if data else None
+            return json_body(method, path, data)
 
         for attempt in Retrying(**_retry_options(self.log)):
             with attempt:
@@ -284,12 +323,14 @@ class PathwaysHook(BaseHook):
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        path = object_path(resource, namespace, name)
         try:
-            return self.request("GET", resource.path(namespace, name))
+            found = self.request("GET", path)
         except Exception as error:
             if _status_of(error) == 404:
                 return None
             raise
+        return an_object("GET", path, found)
 
     def list(
         self,
@@ -314,7 +355,7 @@ class PathwaysHook(BaseHook):
     ) -> bool:
         """Delete with dependents (foreground by default: the pods go before the owner does)."""
         try:
-            self.request("DELETE", resource.path(namespace, name), body={"propagationPolicy": propagation})
+            self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
             if _status_of(error) == 404:
@@ -377,7 +418,7 @@ class PathwaysHook(BaseHook):
         """The last ``lines`` lines a container wrote (empty if the log cannot be read)."""
         try:
             text = self.request(
-                "GET", POD.path(namespace, pod, "log"), query={"container": container, "tailLines": lines}, raw=True
+                "GET", object_path(POD, namespace, pod, "log"), query={"container": container, "tailLines": lines}, raw=True
             )
         except Exception as error:
             self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
@@ -513,16 +554,18 @@ class AsyncPathwaysHook(BaseHook):
                     data = await response.read()
                 finally:
                     response.release()
-                return json.loads(data) if data else None
+                return json_body(method, path, data)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        path = object_path(resource, namespace, name)
         try:
-            return await self.request("GET", resource.path(namespace, name))
+            found = await self.request("GET", path)
         except Exception as error:
             if _status_of(error) == 404:
                 return None
             raise
+        return an_object("GET", path, found)
 
     async def list(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None
@@ -535,7 +578,7 @@ class AsyncPathwaysHook(BaseHook):
         try:
             await self.request(
                 "PATCH",
-                resource.path(namespace, name),
+                object_path(resource, namespace, name),
                 body={"metadata": {"annotations": dict(annotations)}},
                 content_type="application/merge-patch+json",
             )
@@ -547,7 +590,7 @@ class AsyncPathwaysHook(BaseHook):
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground") -> bool:
         try:
-            await self.request("DELETE", resource.path(namespace, name), body={"propagationPolicy": propagation})
+            await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
             if _status_of(error) == 404:
@@ -601,7 +644,7 @@ class AsyncPathwaysHook(BaseHook):
             try:
                 response = await self._call(
                     "GET",
-                    POD.path(namespace, pod, "log"),
+                    object_path(POD, namespace, pod, "log"),
                     {"container": container, "tailLines": lines, "previous": previous or None},
                     None,
                     timeout=30,

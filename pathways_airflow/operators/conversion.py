@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -144,7 +145,7 @@ def _parse_step(field: str, value: Any) -> tuple[int | None, SpecProblem | None]
         return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
     if isinstance(value, int) and value >= 0:
         return value, None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,30}\s*", value):  # not "²": isdigit() but no int
         return int(value.strip()), None
     return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
 
@@ -338,6 +339,7 @@ def conversion_container(
         conversion_env(conversion, env),
         container_resources,
         None,
+        resources_field="container_resources",
     )
     raise_if_any(problems)
     assert container is not None
@@ -386,7 +388,7 @@ def placement_problems(*, namespace: Any, node_selector: Any, service_account_na
     problems: list[SpecProblem] = []
     if not isinstance(namespace, str) or not is_dns1123_label(namespace):
         problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
-    string_mapping(problems, "node_selector", node_selector or {}, labels_like=True)
+    dict(string_mapping(problems, "node_selector", node_selector if node_selector is not None else {}, labels_like=True))
     account = service_account_name
     if account is not None and not (isinstance(account, str) and is_dns_subdomain(account)):
         problems.append(SpecProblem("service_account_name", account, "must be a DNS subdomain name"))

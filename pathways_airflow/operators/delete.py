@@ -67,8 +67,10 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             problems.append(SpecProblem("backend", self.backend, "unknown backend", BACKENDS))
         if not is_dns1123_label(self.namespace):
             problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label"))
-        if not isinstance(self.name, str) or not self.name:
-            problems.append(SpecProblem("name", self.name, "must name the workload to delete"))
+        if not isinstance(self.name, str) or not is_dns1123_label(self.name):
+            # A PathwaysJob or JobSet name is a DNS label: "..", "a/b" or "" would address
+            # something else than one workload.
+            problems.append(SpecProblem("name", self.name, "must name the workload to delete (a DNS label)"))
         if problems:
             raise InvalidWorkloadSpec(problems)
         resource = workload_resource(self.backend)

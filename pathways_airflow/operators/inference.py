@@ -1032,16 +1032,35 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
             use_dns_endpoint=use_dns_endpoint,
         )
         self.cleanup_timeout = cleanup_timeout
-        if deploy_task_id is None and server is None:
-            raise InvalidWorkloadSpec(
-                [
-                    SpecProblem(
-                        "deploy_task_id",
-                        None,
-                        "set deploy_task_id (the setup task) or server (its return value)",
-                    )
-                ]
+        self.validate(only_known=True)
+
+    def validate(self, *, only_known: bool = False) -> None:
+        """Refuse what cannot name this task's server, before any API call (``InvalidWorkloadSpec``)."""
+        problems: list[SpecProblem] = []
+        if self.deploy_task_id is None and self.server is None:
+            problems.append(
+                SpecProblem("deploy_task_id", None, "set deploy_task_id (the setup task) or server (its return value)")
             )
+        if self.deploy_task_id is not None and not (
+            isinstance(self.deploy_task_id, str) and self.deploy_task_id.strip()
+        ):
+            problems.append(SpecProblem("deploy_task_id", self.deploy_task_id, "must be the setup task's task_id"))
+        if not (only_known and looks_templated(self.namespace)) and not is_dns1123_label(self.namespace):
+            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+        if self.server and not (only_known and looks_templated(self.server)):
+            name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
+            try:
+                names_for(name if isinstance(name, str) else "")
+            except InvalidWorkloadSpec:
+                problems.append(
+                    SpecProblem(
+                        "server",
+                        self.server,
+                        "must be the deploy task's return value or its LeaderWorkerSet name (a DNS label)",
+                    )
+                )
+        if problems:
+            raise InvalidWorkloadSpec(problems)
 
     def targets(self, context: Context) -> list[tuple[Resource, str]]:
         """``(resource, name)`` of everything to delete, found by label and by name."""
@@ -1073,10 +1092,7 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
         return [(resource, name) for (_, name), resource in found.items()]
 
     def execute(self, context: Context) -> list[str]:
-        if not is_dns1123_label(self.namespace):
-            raise InvalidWorkloadSpec(
-                [SpecProblem("namespace", self.namespace, "must be a DNS label (≤ 63 of [a-z0-9-])")]
-            )
+        self.validate()
         targets = self.targets(context)
         deleted = []
         for resource, name in targets:

@@ -55,7 +55,7 @@ from pathways_airflow.benchmark_history import (
 from pathways_airflow.checkpoints import is_gcs, join, split_gcs_uri
 from pathways_airflow.exceptions import BadSpecError, BenchmarkRegressionError, PathwaysError
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
-from pathways_airflow.spec.workload import rendered_literal
+from pathways_airflow.spec.workload import checked_flag, rendered_literal
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -112,7 +112,10 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_finite(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value)
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:  # an int too large for a float: no metric or percentage is that
+        return False
 
 
 def _number(problems: list[SpecProblem], name: str, value: Any) -> float | None:
@@ -121,7 +124,7 @@ def _number(problems: list[SpecProblem], name: str, value: Any) -> float | None:
     if isinstance(value, str):
         try:
             parsed = float(value.strip().rstrip("%"))
-        except ValueError:
+        except (ValueError, OverflowError):
             parsed = None
     if not _is_finite(parsed) or parsed < 0:
         problems.append(SpecProblem(name, value, "must be a percentage ≥ 0 (10 means 10 %)"))
@@ -131,21 +134,12 @@ def _number(problems: list[SpecProblem], name: str, value: Any) -> float | None:
 
 def _count(problems: list[SpecProblem], name: str, value: Any) -> int | None:
     parsed = value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,18}\s*", value):
         parsed = int(value.strip())
     if isinstance(parsed, bool) or not isinstance(parsed, int) or parsed < 1:
         problems.append(SpecProblem(name, value, "must be an integer ≥ 1"))
         return None
     return parsed
-
-
-def _flag(problems: list[SpecProblem], name: str, value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    problems.append(SpecProblem(name, value, "must be True or False"))
-    return None
 
 
 def parse_metrics(problems: list[SpecProblem], value: Any) -> Mapping[str, Any] | None:
@@ -298,7 +292,7 @@ def resolve_check(
         problems.append(SpecProblem("keep", keep, f"is less than window={window_n}: the baseline needs that many runs kept"))
     recorded_checkpoint = parse_checkpoint(problems, checkpoint)
     run_labels = parse_labels(problems, labels)
-    fail = _flag(problems, "fail_on_regression", fail_on_regression)
+    fail = checked_flag(problems, "fail_on_regression", fail_on_regression)
     if parsed_metrics is not None and watched is not None:
         missing = [name for name in watched if name not in parsed_metrics]
         if missing:

@@ -7,6 +7,7 @@ operator only gathers its (rendered) parameters and asks.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
@@ -258,7 +259,13 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.max_disruptions = max_disruptions
         self.wait_for_maintenance = wait_for_maintenance
         self.retry_user_errors = retry_user_errors
-        self.system_exit_codes = tuple(system_exit_codes) if system_exit_codes is not None else XPK_SYSTEM_EXIT_CODES
+        # A non-list (a number, a templated string) is kept as given and refused by validate(),
+        # naming the parameter, instead of failing here with a TypeError.
+        self.system_exit_codes = (
+            tuple(system_exit_codes)
+            if isinstance(system_exit_codes, (list, tuple, set, frozenset, range))
+            else XPK_SYSTEM_EXIT_CODES if system_exit_codes is None else system_exit_codes
+        )
         self._resume: Checkpoint | None = None
         self._submitted: tuple[str, str] | None = None
         # Fail at DAG parse time for everything already known; templated values are checked
@@ -283,14 +290,23 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             problems.extend(_placement_problems(**placement))
         if not (only_known and looks_templated(self.max_disruptions)):
             checked_integer(problems, "max_disruptions", self.max_disruptions, minimum=0, maximum=MAX_ATTEMPT - 1)
-        bad_codes = [c for c in self.system_exit_codes if not isinstance(c, int) or not 1 <= c <= 255]
-        if bad_codes:
-            problems.append(SpecProblem("system_exit_codes", bad_codes[0], "exit codes are integers from 1 to 255"))
+        if not isinstance(self.system_exit_codes, tuple):
+            problems.append(SpecProblem("system_exit_codes", self.system_exit_codes, "must be a list of exit codes (1-255)"))
+        else:
+            bad_codes = [
+                c for c in self.system_exit_codes if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 255
+            ]
+            if bad_codes:
+                problems.append(SpecProblem("system_exit_codes", bad_codes[0], "exit codes are integers from 1 to 255"))
         if not (only_known and looks_templated(self._workload_arguments())):
             try:
                 self.workload()
             except InvalidWorkloadSpec as error:
-                problems.extend(error.problems)
+                # build_workload calls it "resources"; on this operator it is container_resources.
+                problems.extend(
+                    dataclasses.replace(p, field="container_" + p.field) if p.field.split(".")[0] == "resources" else p
+                    for p in error.problems
+                )
         if problems:
             raise InvalidWorkloadSpec(problems)
 

@@ -14,6 +14,7 @@ poke would cost a request per thousand files per poke.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
@@ -56,7 +57,7 @@ def step_bound(field: str, value: Any) -> tuple[int | None, SpecProblem | None]:
         return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
     if isinstance(value, int):
         number = value
-    elif isinstance(value, str) and value.strip().isdigit():
+    elif isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,30}\s*", value):  # not "²": isdigit() but no int
         number = int(value.strip())
     else:
         return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")

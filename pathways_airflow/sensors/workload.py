@@ -42,8 +42,10 @@ class WorkloadEndedError(PathwaysError, AirflowFailException):
 
 def sensor_problems(name: Any, namespace: Any, backend: Any, phase: Any) -> list[SpecProblem]:
     problems = []
-    if not isinstance(name, str) or not name:
-        problems.append(SpecProblem("name", name, "must be the workload's name"))
+    if not isinstance(name, str) or not is_dns1123_label(name):
+        # A PathwaysJob or JobSet name is a DNS label; anything else ("..", "a/b", "x,y=z") would
+        # change which URL or label selector the sensor reads.
+        problems.append(SpecProblem("name", name, "must be the workload's name (a DNS label: ≤ 63 of [a-z0-9-])"))
     if not isinstance(namespace, str) or not is_dns1123_label(namespace):
         problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
     if backend not in BACKENDS:

@@ -47,6 +47,7 @@ from pathways_airflow.spec.names import TaskIdentity, is_dns_label
 from pathways_airflow.spec.render import ACCELERATOR_LABEL, IMAGE_REPOSITORY, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from pathways_airflow.spec.tpu import SliceShape, resolve_machine_type, slice_shape
 from pathways_airflow.spec.workload import (
+    MAX_INT32,
     GCS_PATH,
     IMAGE_REFERENCE,
     IMAGE_TAG,
@@ -120,8 +121,8 @@ JOB_SUFFIX = "-bench"
 RESERVED_SERVER_ARGS = ("load_parameters_path", "model_name")
 """MaxText settings the operator sets itself from ``checkpoint`` and ``model_name``."""
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
-_MAXTEXT_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)$", re.DOTALL)
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
+_MAXTEXT_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)\Z", re.DOTALL)
 _TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -334,7 +335,8 @@ def build_server(
         problems.append(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
         )
-    startup = _positive_int(problems, "startup_timeout", startup_seconds)
+    # The startup probe's failureThreshold is startup_timeout / 10 (an int32).
+    startup = _positive_int(problems, "startup_timeout", startup_seconds, maximum=MAX_INT32)
     selector = _node_selector(problems, node_selector)
     _service_account(problems, service_account_name)
     raise_if_any(problems)
@@ -372,7 +374,7 @@ def _server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
         return ()
     args: list[str] = []
     for item in value:
-        match = _MAXTEXT_ARG.match(item) if isinstance(item, str) else None
+        match = _MAXTEXT_ARG.match(item) if isinstance(item, str) and "\x00" not in item else None
         if match is None:
             problems.append(
                 SpecProblem("server_args", item, "every item must be a MaxText key=value setting")
@@ -401,7 +403,7 @@ def _service_account(problems: list[SpecProblem], value: Any) -> None:
         )
 
 
-def _positive_int(problems: list[SpecProblem], name: str, value: Any) -> int | None:
+def _positive_int(problems: list[SpecProblem], name: str, value: Any, *, maximum: int | None = None) -> int | None:
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
@@ -409,11 +411,13 @@ def _positive_int(problems: list[SpecProblem], name: str, value: Any) -> int | N
         isinstance(value, float)
         and value.is_integer()
         or isinstance(value, str)
-        and re.fullmatch(r"\s*\d+\s*", value)
+        and len(value) <= 100
+        and re.fullmatch(r"\s*[0-9]+\s*", value)
     ):
         number = int(value)
-    if number is None or number < 1:
-        problems.append(SpecProblem(name, value, "must be a positive integer"))
+    if number is None or number < 1 or (maximum is not None and number > maximum):
+        bounds = "a positive integer" if maximum is None else f"an integer between 1 and {maximum}"
+        problems.append(SpecProblem(name, value, f"must be {bounds}"))
         return None
     return number
 
@@ -713,8 +717,8 @@ def build_benchmark(
             )
         )
     for name, value in (("dataset_path", dataset_path), ("tokenizer", tokenizer)):
-        if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
-            problems.append(SpecProblem(name, value, "must be a non-empty single-line string"))
+        if value is not None and (not isinstance(value, str) or not value.strip() or has_control_characters(value)):
+            problems.append(SpecProblem(name, value, "must be a non-empty string without control characters"))
     prompts = _positive_int(problems, "num_prompts", num_prompts)
     output_length = _positive_int(problems, "max_output_length", max_output_length)
     rate = _request_rate(problems, request_rate)
@@ -723,7 +727,7 @@ def build_benchmark(
         problems.append(
             SpecProblem("benchmark_image", image, "must be a non-empty container image reference")
         )
-    if not isinstance(script, str) or not script.strip() or "\n" in script:
+    if not isinstance(script, str) or not script.strip() or has_control_characters(script):
         problems.append(
             SpecProblem(
                 "benchmark_script", script, "must be the path of benchmark_serving.py in benchmark_image"
@@ -734,7 +738,7 @@ def build_benchmark(
         problems.append(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
         )
-    timeout = _positive_int(problems, "benchmark_timeout", timeout_seconds)
+    timeout = _positive_int(problems, "benchmark_timeout", timeout_seconds, maximum=MAX_INT32)
     _service_account(problems, service_account_name)
     raise_if_any(problems)
     assert prompts is not None and output_length is not None and rate is not None and timeout is not None
@@ -759,19 +763,25 @@ def build_benchmark(
 def _request_rate(problems: list[SpecProblem], value: Any) -> float | None:
     """Requests per second (Poisson arrivals), or ``inf``: every request at once."""
     rate: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        rate = float(value)
-    elif isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            rate = float(value)
+        elif isinstance(value, str) and len(value) <= 100:
             rate = float(value.strip())
-        except ValueError:
-            rate = None
+    except (ValueError, OverflowError):  # not a number, or an int beyond any float
+        rate = None
     if rate is None or math.isnan(rate) or rate <= 0:
         problems.append(
             SpecProblem("request_rate", value, "must be a number of requests per second > 0, or 'inf'")
         )
         return None
     return rate
+
+
+def has_control_characters(text: str) -> bool:
+    """NUL, newlines, carriage returns, escapes...: nothing a path or an argument needs, and what
+    a shell script line or a terminal would read differently from the value given."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
 def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
@@ -787,6 +797,9 @@ def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str,
     bad = [item for item in value if not isinstance(item, str)]
     if bad:
         problems.append(SpecProblem("benchmark_args", bad[0], "every item must be a string"))
+        return ()
+    if any(has_control_characters(item) for item in value):
+        problems.append(SpecProblem("benchmark_args", value, "control characters cannot be passed through the shell script"))
         return ()
     owned = {
         "--server",

@@ -32,6 +32,10 @@ IMAGE_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 MAX_CUSTOM_COMPONENTS = 4
 MAX_SLICES = 999
 """Child Job names carry the slice index; three digits keep them within the name budget."""
+MAX_INT32 = 2**31 - 1
+"""Largest value of the API's ``int32`` fields (restart counts, backoff limits): beyond it the
+API server refuses the whole object, so such a value is refused here, naming its parameter."""
+MAX_INT64 = 2**63 - 1
 
 # Containers the Pathways layout adds next to the user's; the main container may not take their names.
 RESERVED_CONTAINER_NAMES = ("pathways-rm", "pathways-proxy", "pathways-worker", "colocated-python-sidecar")
@@ -41,13 +45,17 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 RESERVATION_SELECTOR = "cloud.google.com/reservation-name"
 SPOT_SELECTOR = "cloud.google.com/gke-spot"
 
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-IMAGE_REFERENCE = re.compile(r"^[^\s]+$")
-IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+QUANTITY = re.compile(
+    r"^[+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?\Z"
+)
+"""A Kubernetes resource quantity (``500m``, ``16Gi``, ``1e3``), as the CRD schemas check it."""
+IMAGE_REFERENCE = re.compile(r"^[^\s]+\Z")
+IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?\Z")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 EnvVar = Mapping[str, Any]
 """A Kubernetes ``EnvVar``: ``{"name": ..., "value": ...}`` or ``{"name": ..., "valueFrom": ...}``."""
@@ -164,9 +172,9 @@ def build_workload(
             shape = slice_shape(machine, topology)
 
     slices = checked_integer(problems, "num_slices", num_slices, minimum=1, maximum=MAX_SLICES)
-    restarts = checked_integer(problems, "max_restarts", max_restarts, minimum=0)
-    slice_restarts = _optional_integer(problems, "max_slice_restarts", max_slice_restarts, minimum=1)
-    elastic = _optional_integer(problems, "elastic_slices", elastic_slices, minimum=0)
+    restarts = checked_integer(problems, "max_restarts", max_restarts, minimum=0, maximum=MAX_INT32)
+    slice_restarts = _optional_integer(problems, "max_slice_restarts", max_slice_restarts, minimum=1, maximum=MAX_INT32)
+    elastic = _optional_integer(problems, "elastic_slices", elastic_slices, minimum=0, maximum=MAX_SLICES)
     if elastic is not None and slices is not None and elastic >= slices:
         problems.append(
             SpecProblem(
@@ -177,8 +185,22 @@ def build_workload(
             )
         )
     grace = _optional_integer(
-        problems, "termination_grace_period_seconds", termination_grace_period_seconds, minimum=0
+        problems, "termination_grace_period_seconds", termination_grace_period_seconds, minimum=0, maximum=MAX_INT64
     )
+    if (
+        slice_restarts is not None
+        and elastic
+        and shape is not None
+        and slice_restarts * shape.vms > MAX_INT32
+    ):
+        # The worker Jobs' backoffLimit is VMs per slice x max_slice_restarts (an int32).
+        problems.append(
+            SpecProblem(
+                "max_slice_restarts",
+                max_slice_restarts,
+                f"must be at most {MAX_INT32 // shape.vms} with {shape.vms} VMs per slice (the worker Jobs' backoffLimit)",
+            )
+        )
 
     if not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir):
         problems.append(
@@ -201,10 +223,8 @@ def build_workload(
                 "must be an image tag such as 'jax-0.5.3' (it selects the Pathways images)",
             )
         )
-    if enable_metrics_collection is not None and not isinstance(enable_metrics_collection, bool):
-        problems.append(
-            SpecProblem("enable_metrics_collection", enable_metrics_collection, "must be True or False")
-        )
+    metrics = None if enable_metrics_collection is None else checked_flag(problems, "enable_metrics_collection", enable_metrics_collection)
+    spot_nodes = checked_flag(problems, "spot", spot)
 
     main = None
     if image is None:
@@ -218,14 +238,14 @@ def build_workload(
             problems, image, container_name, command, arguments, env, resources, image_pull_policy
         )
 
-    components = tuple(_custom_components(problems, custom_components or ()))
+    components = tuple(_custom_components(problems, custom_components if custom_components is not None else ()))
 
     selector = dict(string_mapping(problems, "node_selector", node_selector or {}, labels_like=True))
     if reservation is not None:
         if not _label_value_ok(reservation) or not reservation:
             problems.append(SpecProblem("reservation", reservation, "must be a reservation name"))
         selector[RESERVATION_SELECTOR] = str(reservation)
-    if spot:
+    if spot_nodes:
         selector[SPOT_SELECTOR] = "true"
 
     for fieldname, value in (
@@ -265,7 +285,7 @@ def build_workload(
         pod_priority_class_name=pod_priority_class_name,
         termination_grace_period_seconds=grace,
         service_account_name=service_account_name,
-        enable_metrics_collection=enable_metrics_collection,
+        enable_metrics_collection=metrics,
         labels=all_labels,
         annotations=all_annotations,
     )
@@ -279,7 +299,7 @@ def rendered_literal(text: str) -> Any:
     """
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(text.strip())
@@ -308,7 +328,7 @@ def checked_integer(
         number = None
     elif isinstance(value, int):
         number = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value) and len(value) <= 100:
         number = int(value)
     bounds = f"≥ {minimum}" if maximum is None else f"between {minimum} and {maximum}"
     if number is None or number < minimum or (maximum is not None and number > maximum):
@@ -317,8 +337,20 @@ def checked_integer(
     return number
 
 
-def _optional_integer(problems: list[SpecProblem], name: str, value: Any, *, minimum: int) -> int | None:
-    return None if value is None else checked_integer(problems, name, value, minimum=minimum)
+def _optional_integer(
+    problems: list[SpecProblem], name: str, value: Any, *, minimum: int, maximum: int | None = None
+) -> int | None:
+    return None if value is None else checked_integer(problems, name, value, minimum=minimum, maximum=maximum)
+
+
+def checked_flag(problems: list[SpecProblem], name: str, value: Any) -> bool | None:
+    """A bool, or the ``"True"``/``"False"`` a template renders one to (never "any non-empty string")."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    problems.append(SpecProblem(name, value, "must be True or False"))
+    return None
 
 
 def _string_list(problems: list[SpecProblem], name: str, value: Any) -> tuple[str, ...]:
@@ -333,10 +365,16 @@ def _string_list(problems: list[SpecProblem], name: str, value: Any) -> tuple[st
             )
         )
         return ()
+    if not isinstance(value, (list, tuple)):
+        problems.append(SpecProblem(name, value, "must be a list of strings"))
+        return ()
     items = tuple(value)
     bad = [item for item in items if not isinstance(item, str)]
     if bad:
         problems.append(SpecProblem(name, value, f"every item must be a string; got {bad[0]!r}"))
+        return ()
+    if any("\x00" in item for item in items):
+        problems.append(SpecProblem(name, value, "a NUL character cannot be passed to a program"))
         return ()
     return items
 
@@ -349,7 +387,8 @@ def env_vars_from(problems: list[SpecProblem], name: str, env: Any) -> tuple[Env
     if isinstance(env, Mapping):
         for key, value in env.items():
             if isinstance(value, Mapping) and set(value) == {"valueFrom"}:
-                entries.append({"name": key, "valueFrom": dict(value["valueFrom"])})
+                source = value["valueFrom"]
+                entries.append({"name": key, "valueFrom": dict(source) if isinstance(source, Mapping) else source})
             else:
                 entries.append({"name": key, "value": value})
     elif isinstance(env, (list, tuple)):
@@ -381,6 +420,8 @@ def env_vars_from(problems: list[SpecProblem], name: str, env: Any) -> tuple[Env
                     "must be a string (quote numbers and booleans: Kubernetes env values are strings)",
                 )
             )
+        elif "value" in entry and "\x00" in entry["value"]:
+            problems.append(SpecProblem(f"{name}.{var}", entry["value"], "a NUL character cannot be in an environment value"))
         elif "valueFrom" in entry and not isinstance(entry["valueFrom"], Mapping):
             problems.append(SpecProblem(f"{name}.{var}", entry["valueFrom"], "valueFrom must be a mapping"))
     return tuple(entries)
@@ -395,7 +436,9 @@ def checked_main_container(
     env: Any,
     resources: Any,
     image_pull_policy: Any,
+    resources_field: str = "resources",
 ) -> MainContainer | None:
+    """The main container, checked; ``resources_field`` is the caller's name for ``resources``."""
     before = len(problems)
     if not isinstance(image, str) or not image.strip() or not IMAGE_REFERENCE.match(image):
         problems.append(SpecProblem("image", image, "must be a non-empty container image reference"))
@@ -409,18 +452,25 @@ def checked_main_container(
         problems.append(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
         )
+    resources_ok = resources is None
     if resources is not None:
         if not isinstance(resources, Mapping) or set(resources) - {"requests", "limits"}:
             problems.append(
-                SpecProblem("resources", resources, "must be a mapping with keys among requests, limits")
+                SpecProblem(resources_field, resources, "must be a mapping with keys among requests, limits")
             )
         else:
+            resources_ok = True
             for kind, amounts in resources.items():
                 if not isinstance(amounts, Mapping) or not all(
-                    isinstance(v, (str, int)) and not isinstance(v, bool) for v in amounts.values()
+                    _label_key_ok(k) and _quantity_ok(v) for k, v in amounts.items()
                 ):
+                    resources_ok = False
                     problems.append(
-                        SpecProblem(f"resources.{kind}", amounts, "must map resource names to quantities")
+                        SpecProblem(
+                            f"{resources_field}.{kind}",
+                            amounts,
+                            "must map resource names to quantities such as 4, '500m' or '16Gi'",
+                        )
                     )
     container = MainContainer(
         image=image if isinstance(image, str) else "",
@@ -428,14 +478,14 @@ def checked_main_container(
         command=_string_list(problems, "command", command),
         args=_string_list(problems, "arguments", arguments),
         env=env_vars_from(problems, "env", env),
-        resources={k: dict(v) for k, v in resources.items()} if isinstance(resources, Mapping) else None,
+        resources={k: dict(v) for k, v in resources.items()} if resources_ok and resources is not None else None,
         image_pull_policy=image_pull_policy,
     )
     return container if len(problems) == before else None
 
 
 def _custom_components(problems: list[SpecProblem], components: Any) -> Iterator[CustomComponent]:
-    if isinstance(components, (str, Mapping)):
+    if not isinstance(components, (list, tuple)):
         problems.append(SpecProblem("custom_components", components, "must be a list"))
         return
     items = list(components)
@@ -459,7 +509,7 @@ def _custom_components(problems: list[SpecProblem], components: Any) -> Iterator
         unknown = set(item) - {"component_type", "image", "flags", "env"}
         if unknown:
             problems.append(
-                SpecProblem(where, sorted(unknown), "unknown keys", ("component_type", "image", "flags", "env"))
+                SpecProblem(where, sorted(unknown, key=repr), "unknown keys", ("component_type", "image", "flags", "env"))
             )
         kind = item.get("component_type")
         if kind not in COMPONENT_TYPES:
@@ -478,6 +528,14 @@ def _custom_components(problems: list[SpecProblem], components: Any) -> Iterator
             flags=_string_list(problems, f"{where}.flags", item.get("flags")),
             env=env_vars_from(problems, f"{where}.env", item.get("env")),
         )
+
+
+def _quantity_ok(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value <= MAX_INT64
+    return isinstance(value, str) and bool(QUANTITY.match(value))
 
 
 def _label_value_ok(value: Any) -> bool:

@@ -15,6 +15,8 @@ The current time is a parameter, never read here, so verdicts are reproducible.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -90,7 +92,7 @@ def slice_request(
 def _positive_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,4}\s*", value):  # not "²": isdigit(), yet no int
         value = int(value.strip())
     return value if isinstance(value, int) and 1 <= value <= 999 else None
 
@@ -104,7 +106,13 @@ def _seconds(value: Any) -> float | None:
             seconds = float(seconds)
         except ValueError:
             return None
-    return float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else None
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return None
+    try:
+        seconds = float(seconds)
+    except OverflowError:  # an int beyond any float
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 # --- one node, one pool ------------------------------------------------------------------------

@@ -102,9 +102,12 @@ class ApiServer:
         query = request.query
         is_watch = _truthy(query.get("watch")) or "/watch/" in path
         self.request_counts["watch" if is_watch else request.method] += 1
-        latency, fault = self.faults.take(request.method, path, is_watch)
+        rule = self.faults.take_rule(request.method, path, is_watch)
+        latency, fault = (rule.latency, rule.error()) if rule is not None else (0.0, None)
         if latency:
             await asyncio.sleep(latency)
+        if rule is not None and rule.raw:
+            return await self._raw_fault(request, rule)
         try:
             if fault is not None:
                 raise fault
@@ -128,6 +131,19 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         except ApiError as error:
             return _json_response(error.body(), status=error.code, headers=error.headers)
+
+    async def _raw_fault(self, request: web.Request, rule: Any) -> web.StreamResponse:
+        """Bytes of the rule's own: a garbage body, or a corrupted watch stream that then ends."""
+        if rule.watch_lines is not None:
+            response = web.StreamResponse(
+                status=rule.status or 200, headers={"Content-Type": JSON, "Transfer-Encoding": "chunked"}
+            )
+            await response.prepare(request)
+            for chunk in rule.watch_lines:
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+        return web.Response(body=rule.body, status=rule.status or 200, content_type=rule.content_type)
 
     def _openapi_v3(self, path: str) -> web.Response:
         if path == "/openapi/v3":

@@ -178,8 +178,19 @@ class BatchJobTrigger(BaseTrigger):
                     )
                     return
             else:
+                try:
+                    outcome = job_outcome(job)
+                except (AttributeError, TypeError, ValueError) as error:
+                    # A body of the wrong shape (a proxy's answer, a half-upgraded server) is a
+                    # failed read like any other: counted, and read again.
+                    failures += 1
+                    self.log.warning("Job %s/%s: unreadable answer (%d of %d in a row): %r", self.namespace, self.name, failures, self.max_failures, error)
+                    if failures >= self.max_failures:
+                        yield TriggerEvent({"status": "error", "name": self.name, "namespace": self.namespace, "message": f"{failures} unreadable answers in a row; the last: {error!r}"})
+                        return
+                    await asyncio.sleep(self.poll_interval)
+                    continue
                 failures = 0
-                outcome = job_outcome(job)
                 line = outcome.summary()
                 if line != last_line:
                     self.log.info("Job %s/%s: %s", self.namespace, self.name, line)

@@ -210,7 +210,11 @@ class SharedWatch:
 
     async def _list(self) -> None:
         body = await self.hook.list(self.resource, self.namespace, label_selector=self.label_selector)
-        items = body.get("items") or []
+        if not isinstance(body, dict) or not isinstance(body.get("items") or [], list):
+            raise ValueError(f"listing {self.resource.plural}: not a list object: {str(body)[:200]!r}")
+        # Items that are not objects with metadata are skipped, as malformed watch events are:
+        # the state core reads pod["metadata"] and must never see one without it.
+        items = [o for o in body.get("items") or [] if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
         if self.prune is not None:
             items = [self.prune(o) for o in items]
         self.objects = {_key(o): o for o in items}
@@ -241,7 +245,7 @@ class SharedWatch:
                         log.info("watch on %s: history compacted (410 Gone), listing again", self.resource.plural)
                         return
                     raise RuntimeError(f"watch error: {obj.get('message') or obj}")
-                if not isinstance(obj, dict) or "metadata" not in obj:
+                if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
                     continue  # malformed event: skip it, the next list repairs the cache
                 self.resource_version = obj["metadata"].get("resourceVersion") or self.resource_version
                 received = True

@@ -9,8 +9,6 @@ judgement is made by :mod:`pathways_airflow.state.slices`; the sensor only reads
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
@@ -19,7 +17,6 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 
 from pathways_airflow.exceptions import KubernetesApiError
-from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.state.slices import (
     ACCELERATOR_LABEL,
@@ -31,33 +28,6 @@ from pathways_airflow.state.slices import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-def _scalar_problems(num_slices: Any, no_maintenance_within: Any) -> list[SpecProblem]:
-    """What ``state.slices.slice_request`` cannot read without raising a bare error of its own.
-
-    ``"²"`` passes ``str.isdigit()`` but not ``int()``, and an int beyond a float's range
-    overflows ``float()``; both are refused here, naming the field.
-    """
-    problems = []
-    if isinstance(num_slices, str) and num_slices.strip().isdigit() and not re.fullmatch(r"\s*[0-9]{1,30}\s*", num_slices):
-        problems.append(SpecProblem("num_slices", num_slices, "must be an integer between 1 and 999"))
-    seconds = no_maintenance_within
-    if isinstance(seconds, str):
-        try:
-            seconds = float(seconds)
-        except (ValueError, OverflowError):
-            seconds = None  # left to slice_request, which names it
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        try:
-            finite = math.isfinite(float(seconds))
-        except OverflowError:
-            finite = False
-        if not finite:
-            problems.append(
-                SpecProblem("no_maintenance_within", no_maintenance_within, "must be a timedelta or a finite number of seconds ≥ 0")
-            )
-    return problems
 
 
 class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
@@ -124,7 +94,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
 
     def slice_request(self) -> SliceRequest:
         """What to wait for, validated (a ``ValueError`` naming each bad field)."""
-        raise_if_any(_scalar_problems(self.num_slices, self.no_maintenance_within))
         return slice_request(
             tpu=self.tpu,
             machine_type=self.machine_type,

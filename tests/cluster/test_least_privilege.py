@@ -290,7 +290,7 @@ def flow_sensors(cluster, bucket) -> None:
         try:
             first = watcher.execute({})
         except TaskDeferred as deferred:
-            first = watcher.execute_complete({}, run_trigger(deferred.value.trigger))
+            first = watcher.execute_complete({}, run_trigger(deferred.trigger))
         assert first["phase"] == "RUNNING"
         # Three v5e 2x4 slices exist and one is busy: the slice sensor defers, then sees them ready
         # once the occupying workload is gone.

@@ -2,9 +2,10 @@
 
 A pure verdict from the objects the cluster shows at that moment — nodes (maintenance labels,
 the impending-termination taint, Spot), pods (``DisruptionTarget`` and its reason, ``status.reason``
-Terminated / NodeShutdown / Evicted, exit codes), Jobs (``PodFailurePolicy`` failures), the JobSet
-and the Kueue Workload — with the evidence as short strings a human can check. Conditions decide
-before exit codes: a program that traps SIGTERM to save a checkpoint may exit 0 or 143 either way.
+Terminated / NodeShutdown / Evicted, exit codes), Jobs (``PodFailurePolicy`` failures, worker
+pods lost with their hosts), the JobSet and the Kueue Workload — with the evidence as short
+strings a human can check. Conditions decide before exit codes: a program that traps SIGTERM to
+save a checkpoint may exit 0 or 143 either way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.spec.render import WORKER_JOB, XPK_SYSTEM_EXIT_CODES
 
 ACTIVE_MAINTENANCE = "cloud.google.com/active-node-maintenance"
 SCHEDULED_MAINTENANCE = "cloud.google.com/scheduled-maintenance-time"
@@ -22,6 +23,8 @@ SPOT = "cloud.google.com/gke-spot"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
+JOB_NAME = "batch.kubernetes.io/job-name"
+NO_EVIDENCE = "no pod shows why it stopped"
 
 
 class Verdict(str, enum.Enum):
@@ -125,6 +128,39 @@ def main_exit(pod: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
+def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Evidence that Pathways workers were lost: a worker Job counts failed pods that no failed
+    container accounts for.
+
+    Kubernetes counts a pod deleted before it finished (its host lost, the taint manager) as
+    failed in its Job's ``status.failed``, and the count outlives the pod. A worker Job that
+    counts more failures than the worker pods still seen failing by an exit code of their own
+    lost those workers to the infrastructure: the head's exit that follows is no bug. ``pods``
+    are the attempt's pods as seen (deleted ones too); a Job state read while the Job was being
+    deleted is not used, as the pods it loses then are its own teardown.
+    """
+    found: list[str] = []
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        if _labels(job).get(REPLICATED_JOB) != WORKER_JOB or meta.get("deletionTimestamp"):
+            continue
+        counted = int((job.get("status") or {}).get("failed") or 0)
+        crashed = sum(
+            1
+            for pod in pods
+            if _labels(pod).get(JOB_NAME) == meta.get("name")
+            and (pod.get("status") or {}).get("phase") == "Failed"
+            and pod_disruption(pod) is None
+            and main_exit(pod) is not None
+        )
+        if counted > crashed:
+            found.append(
+                f"job {meta.get('name')}: {counted - crashed} worker pod(s) gone before they finished "
+                f"(status.failed={counted}, {crashed} failed by an exit code of their own)"
+            )
+    return found
+
+
 def classify(
     *,
     pods: Sequence[Mapping[str, Any]],
@@ -168,6 +204,10 @@ def classify(
         if failed and failed.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in failed.get("message", ""):
             evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {failed.get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
+    current_jobs = [j for j in jobs if attempt is None or _labels(j).get(RESTART_ATTEMPT, attempt) == attempt]
+    for sign in lost_workers(current_jobs, current):
+        evidence.append(sign)
+        verdicts.append(Verdict.SLICE_FAILURE)
     if verdicts:
         for preferred in (Verdict.MAINTENANCE, Verdict.PREEMPTION, Verdict.SLICE_FAILURE, Verdict.UNKNOWN_INFRA):
             if preferred in verdicts:
@@ -187,7 +227,14 @@ def classify(
                 code, container, name,
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
-    return Classification(Verdict.UNKNOWN_INFRA, ("no pod shows why it stopped",))
+    return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
+
+
+def worth_a_second_look(classification: Classification) -> bool:
+    """A verdict the next watch events could still change, and that decides whether a slice is
+    spent again: a user's bug (the workers' disruption may not have arrived yet), or no evidence
+    at all (the head's exit code may not have)."""
+    return classification.verdict is Verdict.USER_ERROR or classification.evidence == (NO_EVIDENCE,)
 
 
 def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:

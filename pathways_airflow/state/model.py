@@ -107,3 +107,5 @@ class Observation:
     kueue_workload: dict[str, Any] | None = None
     submitted: bool = True
     """We created (or adopted) it: if it is now missing, it was deleted."""
+    jobs: tuple[dict[str, Any], ...] = ()
+    """Its child Jobs as last seen (deleted ones too): their counts outlive their pods."""

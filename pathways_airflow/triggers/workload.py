@@ -18,7 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
-from pathways_airflow.state.disruption import Classification, Verdict, classify, pod_disruption
+from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
 from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
@@ -28,8 +28,8 @@ from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, sha
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RECHECK_SECONDS = 60.0
 MAX_API_FAILURES = 20
-USER_ERROR_SETTLE_SECONDS = 2.0
-"""How long the other watches get to catch up before a user-error verdict is taken as final."""
+VERDICT_SETTLE_SECONDS = 2.0
+"""How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
 
 
 def observe(
@@ -50,7 +50,11 @@ def observe(
             None,
         )
     pathwaysjob = watches["pathwaysjobs"].get(name, namespace) if "pathwaysjobs" in watches else None
-    return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted)
+    jobs = tuple(
+        j for j in (*watches["jobs"].related(name), *watches["jobs"].related_deleted(name))
+        if j["metadata"].get("namespace") == namespace
+    ) if "jobs" in watches else ()
+    return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted, jobs)
 
 
 def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -64,11 +68,20 @@ def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": pod.get("apiVersion"), "kind": pod.get("kind"), "metadata": meta, "spec": slim_spec, "status": pod.get("status") or {}}
 
 
+def pruned_job(job: dict[str, Any]) -> dict[str, Any]:
+    """A Job as the classifier reads it: metadata without annotations, and its status."""
+    meta = {k: v for k, v in (job.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
+    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": meta, "status": job.get("status") or {}}
+
+
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
     watches = {
         "jobsets": shared_watch(target, JOBSET, namespace),
         "pods": shared_watch(
             target, POD, namespace, label_selector=JOBSET_NAME_LABEL, index=by_label(JOBSET_NAME_LABEL), prune=pruned_pod
+        ),
+        "jobs": shared_watch(
+            target, JOB, namespace, label_selector=JOBSET_NAME_LABEL, index=by_label(JOBSET_NAME_LABEL), prune=pruned_job
         ),
         "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet")),
     }
@@ -107,6 +120,9 @@ class PathwaysJobTrigger(BaseTrigger):
         self._last_step: int | None = None
         self._restarts: list[dict[str, Any]] = []
         self._running_since: float | None = None
+        self._live_jobs: dict[str, dict[str, Any]] = {}
+        """Each child Job's last state before its deletion began: a failing JobSet deletes its
+        Jobs, and the counts they held then are the evidence of lost workers."""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -159,6 +175,7 @@ class PathwaysJobTrigger(BaseTrigger):
                     )
                     return
                 observation = observe(self.backend, self.name, self.namespace, watches)
+                self._remember_live_jobs(observation)
                 state = workload_state(observation)
                 await self._capture_failure(observation)
                 await self._note_progress(observation, previous, state)
@@ -170,14 +187,17 @@ class PathwaysJobTrigger(BaseTrigger):
                     classification = None
                     if state.phase.value == "FAILED":
                         classified = await self._classify(observation)
-                        if classified.verdict is Verdict.USER_ERROR:
-                            # The workload's watch can run ahead of the pods' watch: a program
-                            # that died because its slice went away looks like a user's bug
-                            # until the workers' DisruptionTarget arrives. Failing a user's bug
-                            # is final, so let the other watches catch up and look again.
-                            await wait_for_change(list(subscriptions.values()), USER_ERROR_SETTLE_SECONDS)
-                            await asyncio.sleep(USER_ERROR_SETTLE_SECONDS / 2)
+                        if worth_a_second_look(classified):
+                            # The workload's watch can run ahead of the pods' and Jobs' watches:
+                            # a program that died because its slice went away looks like a
+                            # user's bug until the workers' DisruptionTarget arrives, and a
+                            # user's bug looks like nothing at all until the head's exit code
+                            # does. Both verdicts decide whether a slice is spent again, so let
+                            # the other watches catch up and look again.
+                            await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS)
+                            await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
                             observation = observe(self.backend, self.name, self.namespace, watches)
+                            self._remember_live_jobs(observation)
                             classified = await self._classify(observation)
                         await self._record_verdict(classified)
                         classification = classified.to_dict()
@@ -246,11 +266,16 @@ class PathwaysJobTrigger(BaseTrigger):
                 "; ".join(classification.evidence[:3]),
             )
 
+    def _remember_live_jobs(self, observation: Observation) -> None:
+        for job in observation.jobs:
+            if not job["metadata"].get("deletionTimestamp"):
+                self._live_jobs[job["metadata"]["name"]] = job
+
     async def _classify(self, observation: Observation) -> Classification:
-        """Why it stopped: the pods as last seen (deleted ones too), the nodes and Jobs now."""
-        hook = AsyncPathwaysHook(self.cluster)
-        nodes = await hook.list_nodes()
-        jobs = (await hook.list(JOB, self.namespace, label_selector=f"{JOBSET_NAME_LABEL}={self.name}")).get("items") or []
+        """Why it stopped: the pods and Jobs as last seen (deleted ones too), the nodes now."""
+        nodes = await AsyncPathwaysHook(self.cluster).list_nodes()
+        seen = {j["metadata"]["name"]: j for j in observation.jobs}
+        jobs = [*({**seen, **self._live_jobs}).values()]
         return classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset, kueue_workload=observation.kueue_workload
         )

@@ -41,12 +41,7 @@ def chaos_seeds(config: pytest.Config) -> list[int]:
     return [base + i for i in range(count)]
 
 
-KNOWN_VIOLATIONS = {
-    8003: (
-        "a trigger re-created just before its slice is lost can miss the workers' DisruptionTarget "
-        "(pathwaysjob backend, max_restarts=0) and report the program's exit 1 as the user's bug"
-    ),
-}
+KNOWN_VIOLATIONS: dict[int, str] = {}
 """Seeds whose violation is a known, open bug: reported as xfail (and as XPASS when it does not show)."""
 
 

@@ -94,6 +94,37 @@ def test_a_job_runs_its_pod_to_completion_and_logs(api):
     wait_for(lambda: not core.list_namespaced_pod("default", label_selector="batch.kubernetes.io/job-name=exit-three").items)
 
 
+def test_a_pod_deleted_before_it_ends_counts_as_failed_and_suspend_does_not(api):
+    """As Kubernetes' pod tracking finalizers count it: the Job keeps the loss after the pod is gone."""
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    selector = "batch.kubernetes.io/job-name=lost-pod"
+    batch.create_namespaced_job(
+        "default",
+        {
+            "metadata": {"name": "lost-pod"},
+            "spec": {
+                "backoffLimit": 3,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "bash", "command": ["bash", "-c", "sleep 3600"]}]}},
+            },
+        },
+    )
+    try:
+        first = wait_for(lambda: core.list_namespaced_pod("default", label_selector=selector).items)[0]
+        core.delete_namespaced_pod(first.metadata.name, "default", grace_period_seconds=0)
+        job = wait_for(lambda: (j := batch.read_namespaced_job("lost-pod", "default")).status.failed and j)
+        assert job.status.failed == 1
+        replacement = wait_for(lambda: [p for p in core.list_namespaced_pod("default", label_selector=selector).items if p.metadata.name != first.metadata.name])
+        assert len(replacement) == 1
+
+        batch.patch_namespaced_job("lost-pod", "default", {"spec": {"suspend": True}})
+        wait_for(lambda: not core.list_namespaced_pod("default", label_selector=selector).items)
+        time.sleep(0.3)
+        assert batch.read_namespaced_job("lost-pod", "default").status.failed == 1
+    finally:
+        batch.delete_namespaced_job("lost-pod", "default", propagation_policy="Foreground")
+        wait_for(lambda: not core.list_namespaced_pod("default", label_selector=selector).items)
+
+
 def test_watch_from_a_resource_version_and_410_after_compaction(api, pathways_cluster):
     core = client.CoreV1Api(api)
     start = core.list_namespaced_config_map("default").metadata.resource_version

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, summarize
+from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, summarize, worth_a_second_look
 from pathways_airflow.state.progress import last_completed_step, steps_recomputed
 from pathways_airflow.testing.nodes import node_manifests, tpu_pool
 
@@ -117,6 +117,67 @@ def test_evidence_from_an_earlier_restart_attempt_does_not_excuse_the_current_on
 def test_a_job_failed_by_its_pod_failure_policy_on_disruption_is_infrastructure():
     job = {"metadata": {"name": "train-worker-0"}, "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "Pod default/x has condition DisruptionTarget matching FailJob rule at index 0"}]}}
     assert classify(pods=[], nodes=[], jobs=[job]).verdict is Verdict.UNKNOWN_INFRA
+
+
+def worker_job(failed: int, *, attempt: str = "0", deleting: bool = False) -> dict:
+    meta = {
+        "name": "train-worker-0",
+        "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "train",
+            "jobset.sigs.k8s.io/replicatedjob-name": "worker",
+            "jobset.sigs.k8s.io/restart-attempt": attempt,
+        },
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-22T12:00:00Z"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "status": {"active": 2, "failed": failed, "ready": 2}}
+
+
+def of_job(p: dict, job: str = "train-worker-0") -> dict:
+    p["metadata"]["labels"]["batch.kubernetes.io/job-name"] = job
+    return p
+
+
+def test_a_head_exit_after_its_workers_were_lost_is_a_slice_failure():
+    """The lost workers' pods are gone (a restarted triggerer never saw them); their Job's count stays."""
+    head = pod("h", job="pathways-head", exit_code=1)
+    replacements = [of_job(pod("train-worker-0-0-new")), of_job(pod("train-worker-0-1-new"))]
+    verdict = classify(pods=[head, *replacements], nodes=[NODE], jobs=[worker_job(2)], jobset={"status": {"restarts": 0}})
+    assert verdict.verdict is Verdict.SLICE_FAILURE
+    assert any("2 worker pod(s) gone before they finished" in e for e in verdict.evidence)
+
+
+def test_worker_failures_explained_by_their_own_exit_codes_are_not_lost_workers():
+    crashed = of_job(pod("train-worker-0-0-abc", exit_code=1))
+    head = pod("h", job="pathways-head", exit_code=1)
+    verdict = classify(pods=[head, crashed], nodes=[NODE], jobs=[worker_job(1)])
+    assert verdict.verdict is Verdict.USER_ERROR
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        worker_job(0, attempt="1"),
+        worker_job(2, attempt="1", deleting=True),  # the JobSet's own teardown of the failed attempt
+        worker_job(2, attempt="0"),  # an earlier attempt's losses
+    ],
+    ids=["no-losses", "job-being-deleted", "earlier-attempt"],
+)
+def test_a_user_error_stays_one_without_live_evidence_of_lost_workers(job):
+    head = pod("h", job="pathways-head", exit_code=1)
+    head["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "1"
+    verdict = classify(pods=[head], nodes=[NODE], jobs=[job], jobset={"status": {"restarts": 1}})
+    assert verdict.verdict is Verdict.USER_ERROR
+
+
+def test_only_verdicts_later_events_could_overturn_get_a_second_look():
+    user_bug = classify(pods=[pod("h", job="pathways-head", exit_code=1)], nodes=[NODE])
+    nothing_seen = classify(pods=[pod("h", job="pathways-head")], nodes=[NODE])
+    maintenance = classify(pods=[pod(exit_code=143, disruption="TerminationByKubelet", reason="Terminated")], nodes=[tainted(node(**{"cloud.google.com/active-node-maintenance": "ONGOING"}))])
+    system_exit = classify(pods=[pod("h", job="pathways-head", exit_code=137)], nodes=[NODE])
+    assert nothing_seen.verdict is Verdict.UNKNOWN_INFRA
+    assert worth_a_second_look(user_bug) and worth_a_second_look(nothing_seen)
+    assert not worth_a_second_look(maintenance) and not worth_a_second_look(system_exit)
 
 
 def test_summary_line():

@@ -2,6 +2,9 @@
 
 The pod failure policy is evaluated as Kubernetes does, including the messages JobSet rules
 match on ("Pod ns/name has condition DisruptionTarget matching FailJob rule at index 0").
+A pod deleted by someone else before it succeeded (the taint manager on a lost node, an
+eviction) still counts as failed, in its last state, as Kubernetes' pod tracking finalizers make
+it: its Job's ``status.failed`` keeps the loss after the pod is gone.
 """
 
 from __future__ import annotations
@@ -72,14 +75,41 @@ class JobController(Controller):
         super().__init__(cluster)
         self.jobs = self.kind("batch", "v1", "jobs")
         self.pods = self.kind("", "v1", "pods")
+        self._lost: dict[str, dict[str, dict[str, Any]]] = {}
+        """Job uid → pod uid → the last state of a pod deleted by someone else before it ended."""
+        self._removing: set[str] = set()
+        """Uids of pods this controller deletes itself (suspend, completion, failure): not failures."""
 
     def watched_kinds(self) -> Iterable[Kind]:
         return (self.jobs, self.pods)
 
     def keys_for(self, event: StoreEvent) -> Iterable[Key]:
         if event.kind.plural == "jobs":
+            if event.type == "DELETED":
+                self._lost.pop(event.obj["metadata"].get("uid", ""), None)
             return ((event.namespace, event.name),)
+        if event.type == "DELETED":
+            self._note_lost(event.obj)
         return owner_keys(event, "Job")
+
+    def _note_lost(self, pod: dict[str, Any]) -> None:
+        """Remember a pod deleted before it succeeded, unless this controller deleted it or its
+        Job is itself going away (then nothing counts any more)."""
+        meta = pod["metadata"]
+        if meta.get("uid") in self._removing:
+            self._removing.discard(meta["uid"])
+            return
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            return
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("kind") != "Job":
+                continue
+            job = self.store.find(self.jobs, meta.get("namespace", ""), ref.get("name", ""))
+            if job is None or job["metadata"].get("uid") != ref.get("uid") or job["metadata"].get("deletionTimestamp"):
+                continue
+            last = copy_of(pod)
+            last.setdefault("status", {})["phase"] = "Failed"
+            self._lost.setdefault(ref["uid"], {})[meta["uid"]] = last
 
     def _pods_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         uid = job["metadata"]["uid"]
@@ -117,6 +147,7 @@ class JobController(Controller):
         active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
         failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+        failed += [p for uid, p in self._lost.get(job["metadata"]["uid"], {}).items() if uid not in {q["metadata"].get("uid") for q in pods}]
         counted_failures = 0
         for pod in failed:
             match = pod_failure_policy_match(job, pod)
@@ -180,6 +211,7 @@ class JobController(Controller):
             if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
                 meta = pod["metadata"]
                 if self.store.find(self.pods, meta["namespace"], meta["name"]) is not None:
+                    self._removing.add(meta.get("uid", ""))
                     self.store.delete(self.pods, meta["namespace"], meta["name"])
 
     def _create_pod(self, job: dict[str, Any], index: int | None) -> None:

@@ -3,9 +3,9 @@
 Reads the workload from the shared watches of its namespace (PathwaysJobs or JobSets, their
 pods and child Jobs, Kueue Workloads), asks the pure core for its state on every change, logs
 each transition in the task log, and yields one event when the task must act: the workload
-finished, the task ran out of time (the workload is then deleted here, so a timeout never leaks TPUs), or the API
-could not be read for too long. A user killing the deferred task deletes the workload
-(``on_kill``). It never raises out of ``run()``.
+finished, the task ran out of time (the workload is then deleted here, so a timeout never leaks
+TPUs), or the API could not be read for too long. A user killing the deferred task deletes the
+workload (``on_kill``). It never raises out of ``run()``.
 """
 
 from __future__ import annotations

@@ -38,8 +38,7 @@ def observe(
     """The workload's objects as the shared caches hold them now (read through their indexes)."""
     jobset = watches["jobsets"].get(name, namespace)
     uid = (jobset or {}).get("metadata", {}).get("uid")
-    candidates = [*watches["pods"].related(name), *watches["pods"].related_deleted(name)]
-    pods = tuple(p for p in candidates if p["metadata"].get("namespace") == namespace)
+    pods = _seen(watches["pods"], name, namespace)
     kueue = None
     if uid and "workloads" in watches:
         kueue = next(
@@ -50,11 +49,14 @@ def observe(
             None,
         )
     pathwaysjob = watches["pathwaysjobs"].get(name, namespace) if "pathwaysjobs" in watches else None
-    jobs = tuple(
-        j for j in (*watches["jobs"].related(name), *watches["jobs"].related_deleted(name))
-        if j["metadata"].get("namespace") == namespace
-    ) if "jobs" in watches else ()
+    jobs = _seen(watches["jobs"], name, namespace)
     return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted, jobs)
+
+
+def _seen(watch: SharedWatch, name: str, namespace: str) -> tuple[dict[str, Any], ...]:
+    """The workload's objects in ``watch``, live and recently deleted (their last state)."""
+    found = (*watch.related(name), *watch.related_deleted(name))
+    return tuple(o for o in found if o["metadata"].get("namespace") == namespace)
 
 
 def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +277,7 @@ class PathwaysJobTrigger(BaseTrigger):
         """Why it stopped: the pods and Jobs as last seen (deleted ones too), the nodes now."""
         nodes = await AsyncPathwaysHook(self.cluster).list_nodes()
         seen = {j["metadata"]["name"]: j for j in observation.jobs}
-        jobs = [*({**seen, **self._live_jobs}).values()]
+        jobs = list({**seen, **self._live_jobs}.values())
         return classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset, kueue_workload=observation.kueue_workload
         )

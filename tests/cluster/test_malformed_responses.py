@@ -10,16 +10,14 @@ never raise out of ``run()``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import urllib.request
 import uuid
 
 import pytest
-from airflow.sdk.module_loading import import_string
 
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.resources import JOB, JOBSET
 from pathways_airflow.testing.faults import FaultRule
 from pathways_airflow.triggers.job import BatchJobTrigger
@@ -27,6 +25,7 @@ from pathways_airflow.triggers.slices import TpuSliceReadinessTrigger
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
 from tests.cluster.test_workload_operator import submit_training
+from tests.cluster.triggers import first_event
 
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>upstream reset</body></html>"
 
@@ -39,22 +38,6 @@ def kubernetes_connection(pathways_cluster, monkeypatch):
     )
     yield
     pathways_cluster.clear_faults()
-
-
-def first_event(trigger, timeout: float = 60.0) -> dict:
-    """Rebuild the trigger from ``serialize()`` and run it to its first event on a fresh loop."""
-    path, kwargs = trigger.serialize()
-    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
-
-    async def main():
-        events = revived.run()
-        try:
-            return (await asyncio.wait_for(events.__anext__(), timeout)).payload
-        finally:
-            await events.aclose()
-            await AsyncPathwaysHook.close_all()
-
-    return asyncio.run(main())
 
 
 def admin_get(cluster, path: str, query: str = "") -> tuple[int, str, bytes]:

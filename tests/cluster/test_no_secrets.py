@@ -9,7 +9,6 @@ sentinel, nor the kubeconfig's text.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -19,15 +18,14 @@ from typing import Any
 import pytest
 import yaml
 from airflow.sdk.exceptions import TaskDeferred
-from airflow.sdk.module_loading import import_string
 
 from pathways_airflow.exceptions import UserCodeError
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook
 from pathways_airflow.operators import CheckpointConversionOperator, PathwaysJobOperator
 from pathways_airflow.sensors import PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.testing.rbac import UserInfo
 
 from tests.cluster.test_workload_operator import TaskInstance
+from tests.cluster.triggers import first_event
 
 TOKEN = f"sentinel-token-{uuid.uuid4().hex}"
 SECRET_VALUE = f"sentinel-secret-{uuid.uuid4().hex}"
@@ -72,20 +70,9 @@ def secret(pathways_cluster) -> dict:
     return {"valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
 
 
-def first_event(trigger, timeout: float = 60.0) -> tuple[dict, dict]:
+def serialized_and_first_event(trigger, timeout: float = 60.0) -> tuple[dict, dict]:
     """The trigger's serialized kwargs and its first event, run as the triggerer runs it."""
-    path, kwargs = trigger.serialize()
-    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
-
-    async def main():
-        events = revived.run()
-        try:
-            return (await asyncio.wait_for(events.__anext__(), timeout)).payload
-        finally:
-            await events.aclose()
-            await AsyncPathwaysHook.close_all()
-
-    return kwargs, asyncio.run(main())
+    return trigger.serialize()[1], first_event(trigger, timeout)
 
 
 class Seen:
@@ -132,7 +119,7 @@ def test_no_credential_reaches_logs_xcom_trigger_kwargs_manifests_or_errors(
     seen.add("manifest", task.render_manifest())
     with pytest.raises(TaskDeferred) as deferred:
         task.execute({"ti": ti})
-    kwargs, event = first_event(deferred.value.trigger)
+    kwargs, event = serialized_and_first_event(deferred.value.trigger)
     seen.add("trigger kwargs", kwargs)
     seen.add("trigger event", event)
     seen.add("method kwargs", deferred.value.kwargs)
@@ -157,7 +144,7 @@ def test_no_credential_reaches_logs_xcom_trigger_kwargs_manifests_or_errors(
     seen.add("conversion manifest", convert.render_manifest())
     with pytest.raises(TaskDeferred) as deferred:
         convert.execute({"ti": ti})
-    kwargs, event = first_event(deferred.value.trigger)
+    kwargs, event = serialized_and_first_event(deferred.value.trigger)
     seen.add("conversion trigger kwargs", kwargs)
     seen.add("conversion result", convert.execute_complete({"ti": ti}, event))
 

@@ -147,7 +147,8 @@ class JobController(Controller):
         active = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
         failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
-        failed += [p for uid, p in self._lost.get(job["metadata"]["uid"], {}).items() if uid not in {q["metadata"].get("uid") for q in pods}]
+        present = {p["metadata"].get("uid") for p in pods}
+        failed += [p for uid, p in self._lost.get(job["metadata"]["uid"], {}).items() if uid not in present]
         counted_failures = 0
         for pod in failed:
             match = pod_failure_policy_match(job, pod)

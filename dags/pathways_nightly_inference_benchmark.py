@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow.sdk import DAG, Asset, Param, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.providers.common.compat.sdk import AirflowSkipException
 
 from pathways_airflow.operators import BenchmarkRegressionOperator, InferenceBenchmarkOperator
 

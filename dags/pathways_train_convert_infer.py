@@ -30,7 +30,7 @@ from pathways_airflow.operators import (
     InferenceBenchmarkOperator,
     PathwaysJobOperator,
 )
-from pathways_airflow.retry import PATHWAYS_RETRY_POLICY
+from pathways_airflow.retry import RETRY_POLICY_KWARGS
 from pathways_airflow.sensors import TpuSliceReadinessSensor
 
 SERVING_CHECKPOINTS = Asset("pathways-serving-checkpoints", uri="gs://pathways-demo/serving")
@@ -93,7 +93,7 @@ with DAG(
         checkpoint_dir="gs://{{ params.bucket }}/runs/{{ params.run_name }}/checkpoints",
         max_disruptions="{{ params.max_disruptions }}",
         retries=2,
-        retry_policy=PATHWAYS_RETRY_POLICY,
+        **RETRY_POLICY_KWARGS,  # the ready-made retry policy on Airflow 3.3+
         retry_delay=dt.timedelta(minutes=5),
     )
 

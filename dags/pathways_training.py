@@ -15,7 +15,7 @@ import datetime as dt
 from airflow.sdk import DAG, Asset, Param, task
 
 from pathways_airflow.operators import PathwaysJobOperator
-from pathways_airflow.retry import PATHWAYS_RETRY_POLICY
+from pathways_airflow.retry import RETRY_POLICY_KWARGS
 from pathways_airflow.sensors import TpuSliceReadinessSensor
 
 TRAINING_CHECKPOINTS = Asset("pathways-training-checkpoints", uri="gs://pathways-demo/runs/llama-demo/checkpoints")
@@ -69,7 +69,7 @@ with DAG(
         checkpoint_dir=f"{RUN_DIR}/checkpoints",
         max_disruptions="{{ params.max_disruptions }}",
         retries=2,
-        retry_policy=PATHWAYS_RETRY_POLICY,
+        **RETRY_POLICY_KWARGS,  # the ready-made retry policy on Airflow 3.3+
         retry_delay=dt.timedelta(minutes=5),
     )
 

@@ -513,7 +513,7 @@ def markdown_table(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def report_markdown(comparison: Comparison, history: History, *, title: str, plot_file: str) -> str:
+def report_markdown(comparison: Comparison, history: History, *, title: str, plot_file: str | None) -> str:
     """The run's report: heading, verdict, table, the history's length and the plot.
 
     ``history`` is the history with this run recorded, as the plot shows it.
@@ -534,7 +534,9 @@ def report_markdown(comparison: Comparison, history: History, *, title: str, plo
         f"({flagged} flagged as regressed, left out of baselines); the baseline is the median of up to "
         f"{comparison.window} earlier unflagged runs."
     )
-    lines += ["", f"![history of the watched metrics]({plot_file})", ""]
+    if plot_file is not None:
+        lines += ["", f"![history of the watched metrics]({plot_file})"]
+    lines.append("")
     return "\n".join(lines)
 
 

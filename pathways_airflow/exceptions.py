@@ -7,7 +7,7 @@ Infrastructure failures derive from ``AirflowException``: retrying them may help
 
 from __future__ import annotations
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 
 class PathwaysError(AirflowException):

@@ -7,7 +7,9 @@ the current run is ringed.
 
 matplotlib is imported inside the function, on its Agg (file-only) backend through its object
 API rather than ``pyplot``: importing the provider's operators stays cheap for the DAG
-processor, and no global figure state is shared between tasks of one worker.
+processor, and no global figure state is shared between tasks of one worker. It is an optional
+dependency (``pip install 'pathways-airflow[plots]'``, with numpy and pillow): an Airflow image
+without it still gets every report, only without the PNG.
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ MAX_DATE_TICKS = 6
 NORMAL_COLOR = "#1f77b4"
 REGRESSED_COLOR = "#d62728"
 CURRENT_COLOR = "#111111"
+INSTALL_HINT = "pip install 'pathways-airflow[plots]'"
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported (asked when a report is written, never at DAG parse)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _date_label(recorded_at: str) -> str:

@@ -27,6 +27,7 @@ from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
+from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.resources import NODE, POD, Resource, resource_of
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import TASK_KEY_LABEL
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 MAX_RETRY_AFTER = 60.0
-GKE_TOKEN_LIFETIME = 30 * 60.0
+CLIENT_LIFETIME = 30 * 60.0
+"""Async clients are rebuilt this often: the bearer tokens of GKE and of kubeconfig exec plugins
+last about an hour, and the loaders read them once."""
 
 
 @dataclass(frozen=True)
@@ -266,21 +269,8 @@ class PathwaysHook(BaseHook):
 
     @cached_property
     def api_client(self) -> Any:
-        """One ``kubernetes`` ApiClient for the hook's life, from the providers' hooks."""
-        if self.target.is_gke:
-            from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesHook
-
-            target = self.resolved_target()
-            return GKEKubernetesHook(
-                cluster_url=target.cluster_url,
-                ssl_ca_cert=target.ssl_ca_cert,
-                gcp_conn_id=target.gcp_conn_id,
-                impersonation_chain=target.impersonation_chain,
-                use_dns_endpoint=target.use_dns_endpoint,
-            ).get_conn()
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-        return KubernetesHook(conn_id=self.target.kubernetes_conn_id).get_conn()
+        """One ``kubernetes`` ApiClient for the hook's life, with a configuration of its own."""
+        return sync_api_client(self.resolved_target() if self.target.is_gke else self.target)
 
     def get_conn(self) -> Any:
         return self.api_client
@@ -310,7 +300,6 @@ class PathwaysHook(BaseHook):
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                response_types_map={},
             )
             data = response.data
             if raw:
@@ -437,6 +426,7 @@ def _import_client_modules(gke: bool) -> None:
     import importlib
 
     importlib.import_module("kubernetes_asyncio.client")
+    importlib.import_module("kubernetes_asyncio.config")
     if gke:
         importlib.import_module("airflow.providers.google.cloud.hooks.kubernetes_engine")
     else:
@@ -457,7 +447,7 @@ class AsyncPathwaysHook(BaseHook):
         lock = _LOCKS.setdefault(loop, {}).setdefault(self.target.key, asyncio.Lock())
         async with lock:
             cached = clients.get(self.target.key)
-            if cached and (not self.target.is_gke or time.monotonic() - cached[1] < GKE_TOKEN_LIFETIME):
+            if cached and time.monotonic() - cached[1] < CLIENT_LIFETIME:
                 return cached[0]
             if cached:
                 await cached[0].close()
@@ -470,25 +460,7 @@ class AsyncPathwaysHook(BaseHook):
         # on one event loop: importing them there would stall all of its triggers (and its
         # watches' reconnects) that long, so the first client of a process imports them in a thread.
         await asyncio.to_thread(_import_client_modules, self.target.is_gke)
-        if self.target.is_gke:
-            from airflow.providers.google.cloud.hooks.kubernetes_engine import GKEKubernetesAsyncHook
-
-            if not self.target.cluster_url:
-                raise BadSpecError("the GKE endpoint must be resolved before deferring (PathwaysHook.resolved_target)")
-            hook = GKEKubernetesAsyncHook(
-                cluster_url=self.target.cluster_url,
-                ssl_ca_cert=self.target.ssl_ca_cert or "",
-                gcp_conn_id=self.target.gcp_conn_id,
-                impersonation_chain=self.target.impersonation_chain,
-                use_dns_endpoint=self.target.use_dns_endpoint,
-            )
-            return await hook._load_config()
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
-        from kubernetes_asyncio.client import ApiClient
-
-        hook = AsyncKubernetesHook(conn_id=self.target.kubernetes_conn_id)
-        await hook._load_config()
-        return ApiClient(configuration=hook.client_configuration)
+        return await async_api_client(self.target)
 
     @staticmethod
     async def close_all() -> None:
@@ -522,7 +494,6 @@ class AsyncPathwaysHook(BaseHook):
             auth_settings=["BearerToken"],
             _preload_content=False,
             _return_http_data_only=True,
-            response_types_map={},
             _request_timeout=timeout,
         )
         if not 200 <= response.status <= 299:

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowTaskTimeout
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
 from pathways_airflow.checkpoints import (
     COMMIT_MARKER,

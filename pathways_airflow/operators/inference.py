@@ -531,7 +531,6 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                response_types_map={},
                 _request_timeout=30,
             )
             _ = response.data  # read to the end, so the pooled connection can carry the next request

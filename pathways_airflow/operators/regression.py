@@ -502,25 +502,26 @@ class BenchmarkRegressionOperator(BaseOperator):
         when = recorded_at(context)
         report_dir = check.report_dir or default_report_dir(check.history_uri, run_id)
         report_uri, plot_uri = join(report_dir, REPORT_FILE), join(report_dir, PLOT_FILE)
+        written_plot: str | None = None
         client = self._storage()
         try:
             self._require_buckets(client, check.history_uri, report_dir)
             comparison, history = self._record(client, check, run_id, when)
             title = f"Inference benchmark: {context['ti'].dag_id} / {self.task_id}"
-            self._write_report(client, comparison, history, check, title, report_uri, plot_uri)
+            written_plot = self._write_report(client, comparison, history, check, title, report_uri, plot_uri)
         finally:
             client.close()
 
         self.log.info("%s", summary_line(comparison))
         self.log.info("benchmark history %s (%d runs):\n%s", check.history_uri, len(history), markdown_table(comparison))
-        self.log.info("report: %s (plot: %s)", report_uri, plot_uri)
+        self.log.info("report: %s (plot: %s)", report_uri, written_plot or "none")
         result = {
             "regressed": comparison.regressed,
             "regressions": list(comparison.regressions),
             "rows": [row.to_dict() for row in comparison.rows],
             "history_uri": check.history_uri,
             "report_uri": report_uri,
-            "plot_uri": plot_uri,
+            "plot_uri": written_plot,
             "runs_in_history": len(history),
         }
         if comparison.regressed and check.fail_on_regression:
@@ -635,13 +636,19 @@ class BenchmarkRegressionOperator(BaseOperator):
         title: str,
         report_uri: str,
         plot_uri: str,
-    ) -> None:
-        from pathways_airflow.plots import history_plot_png
+    ) -> str | None:
+        """Write the report and, where matplotlib is installed, the plot; the plot's URI or ``None``."""
+        from pathways_airflow.plots import INSTALL_HINT, history_plot_png, plots_available
 
-        markdown = report_markdown(comparison, history, title=title, plot_file=PLOT_FILE)
-        png = history_plot_png(history, check.watched, title=title, current_run_id=comparison.run_id)
+        with_plot = plots_available()
+        markdown = report_markdown(comparison, history, title=title, plot_file=PLOT_FILE if with_plot else None)
         _write(client, report_uri, markdown.encode(), "text/markdown; charset=utf-8")
+        if not with_plot:
+            self.log.warning("%s not written: matplotlib is not installed (%s adds it)", PLOT_FILE, INSTALL_HINT)
+            return None
+        png = history_plot_png(history, check.watched, title=title, current_run_id=comparison.run_id)
         _write(client, plot_uri, png, "image/png")
+        return plot_uri
 
 
 _DEFAULTS: dict[str, Any] = {

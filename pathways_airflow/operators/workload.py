@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowTaskTimeout
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.configuration import conf
+from airflow.providers.common.compat.sdk import conf
 
 from pathways_airflow.checkpoints import (
     COMMIT_MARKER,

@@ -14,8 +14,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout, conf
 
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, PathwaysError, UserCodeError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin

@@ -11,6 +11,7 @@ save a checkpoint may exit 0 or 143 either way.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -25,6 +26,8 @@ REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 JOB_NAME = "batch.kubernetes.io/job-name"
 NO_EVIDENCE = "no pod shows why it stopped"
+HEAD_JOB = "pathways-head"
+FIRST_FAILED_JOB = re.compile(r"\(first failed job: ([^)\s]+)\)")
 
 
 class Verdict(str, enum.Enum):
@@ -227,7 +230,32 @@ def classify(
                 code, container, name,
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
+    head_job = head_failed_first(jobset)
+    if head_job is not None:
+        return Classification(
+            Verdict.USER_ERROR,
+            (f"the JobSet's first failed job is the head's ({head_job}) and no pod, node or Job shows a disruption",),
+        )
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
+
+
+def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
+    """The head's Job, when the JobSet's own failure message names it as the first to fail.
+
+    The head's pod, and with it the exit code, may be gone before anyone read it (the JobSet
+    deletes a failed attempt's Jobs; a watch relisting after 410 never sees the deletion). The
+    JobSet still says which child failed first, ``... (first failed job: <name>)``
+    (kubernetes-sigs/jobset ``messageWithFirstFailedJob``). Asked only once no pod, node or Job
+    showed a disruption: the workers' slices are intact and the program on the head stopped.
+    """
+    if not jobset:
+        return None
+    failed = _true(jobset, "Failed")
+    found = FIRST_FAILED_JOB.search((failed or {}).get("message") or "")
+    name = (jobset.get("metadata") or {}).get("name")
+    if found and name and found.group(1).startswith(f"{name}-{HEAD_JOB}-"):
+        return found.group(1)
+    return None
 
 
 def worth_a_second_look(classification: Classification) -> bool:

@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB
+from pathways_airflow.triggers.kill import KillableTrigger
 
 DEFAULT_POLL_INTERVAL = 10.0
 MAX_CONSECUTIVE_FAILURES = 10
@@ -99,7 +100,7 @@ def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
 # --- the trigger ----------------------------------------------------------------------------------
 
 
-class BatchJobTrigger(BaseTrigger):
+class BatchJobTrigger(KillableTrigger):
     """Yield one event once Job ``namespace/name`` has finished, or the deadline has passed.
 
     Events: ``{"status": "complete" | "failed" | "gone", "name", "namespace", "reason",

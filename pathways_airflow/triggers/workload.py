@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
@@ -23,6 +23,7 @@ from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
 from pathways_airflow.state.submission import ended_by_annotation
+from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -92,7 +93,7 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
     return watches
 
 
-class PathwaysJobTrigger(BaseTrigger):
+class PathwaysJobTrigger(KillableTrigger):
     """Wait until a PathwaysJob or JobSet has finished (or the task's time is up)."""
 
     def __init__(

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowTaskTimeout, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator

@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from airflow.sdk.exceptions import AirflowTaskTimeout, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
 from airflow.sdk.module_loading import import_string
 
 from pathways_airflow.exceptions import BadSpecError, UserCodeError

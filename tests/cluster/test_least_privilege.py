@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.providers.common.compat.sdk import TaskDeferred
 from airflow.sdk.module_loading import import_string
 from kubernetes import client, config
 

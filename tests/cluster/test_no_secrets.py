@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.providers.common.compat.sdk import TaskDeferred
 
 from pathways_airflow.exceptions import UserCodeError
 from pathways_airflow.operators import CheckpointConversionOperator, PathwaysJobOperator

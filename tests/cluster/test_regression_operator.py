@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from pathways_airflow.benchmark_history import Run, history_from, to_document, with_run
 from pathways_airflow.exceptions import BadSpecError, BenchmarkRegressionError, PathwaysError
@@ -359,3 +359,20 @@ def test_an_unreadable_history_is_left_alone(bucket, base):
 
     assert "runs[0] (run_id 'a').recorded_at='yesterday'" in str(refused.value)
     assert bucket.get_blob(blob.name).generation == blob.generation
+
+
+def test_without_matplotlib_the_report_is_written_without_the_plot(tmp_path, bucket, base, monkeypatch, capfd):
+    """A production image installed without the ``plots`` extra: the gate still works and says why no PNG."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an install without matplotlib looks like to import
+    run(checker(base, metrics=STEADY), 1)
+    report_dir = tmp_path / "reports" / "no-plot"
+
+    result = run(checker(base, metrics=metrics(request_throughput=12.4), report_dir=str(report_dir)), 2)
+
+    assert result["plot_uri"] is None and result["report_uri"] == str(report_dir / "report.md")
+    assert sorted(p.name for p in report_dir.iterdir()) == ["report.md"]
+    report = (report_dir / "report.md").read_text()
+    assert "| request_throughput (↑ better) | 12.4 | 12.0 | +3.3% | 10% | ok |" in report and "history.png" not in report
+    assert "pathways-airflow[plots]" in "".join(capfd.readouterr())

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from datetime import timedelta
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 from airflow.sdk.module_loading import import_string
 
 from pathways_airflow.checkpoints import Checkpoint

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.providers.common.compat.sdk import TaskDeferred
 
 from pathways_airflow.exceptions import ForeignWorkloadError
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook

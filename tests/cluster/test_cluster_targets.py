@@ -1,0 +1,102 @@
+"""Two clusters in one process: each connection gets a client and configuration of its own.
+
+A triggerer serves the deferred tasks of many DAGs from one process; tasks that reach different
+clusters must never share a configuration (the process-wide default one is never written).
+Runs against two local clusters, one reached through ``kube_config_path`` and one through
+``kube_config`` content, on every Airflow/cncf-kubernetes lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import kubernetes.client
+import kubernetes_asyncio.client
+import pytest
+
+from pathways_airflow.hooks.clients import kube_config_source
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.exceptions import BadSpecError
+from pathways_airflow.testing import LocalCluster
+
+
+@pytest.fixture(scope="module")
+def two_clusters(monkeypatch_module):
+    with LocalCluster(gcs=False, kueue=False, namespaces=("team-a",)) as a, LocalCluster(
+        gcs=False, kueue=False, namespaces=("team-b",)
+    ) as b:
+        monkeypatch_module.setenv(
+            "AIRFLOW_CONN_CLUSTER_A", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": a.kubeconfig}})
+        )
+        monkeypatch_module.setenv(
+            "AIRFLOW_CONN_CLUSTER_B",
+            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config": Path(b.kubeconfig).read_text()}}),
+        )
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def namespaces(listing: dict) -> set[str]:
+    return {item["metadata"]["name"] for item in listing["items"]}
+
+
+def test_sync_hooks_reach_their_own_cluster(two_clusters):
+    a, b = two_clusters
+    hook_a = PathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_a"))
+    hook_b = PathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_b"))
+
+    assert hook_a.api_client.configuration.host == a.server
+    assert hook_b.api_client.configuration.host == b.server
+    assert hook_a.api_client.configuration is not hook_b.api_client.configuration
+    assert "team-a" in namespaces(hook_a.request("GET", "/api/v1/namespaces"))
+    assert "team-b" in namespaces(hook_b.request("GET", "/api/v1/namespaces"))
+    assert "team-a" not in namespaces(hook_b.request("GET", "/api/v1/namespaces"))
+    # Nothing was loaded into the process-wide default configuration.
+    assert kubernetes.client.Configuration.get_default_copy().host not in (a.server, b.server)
+
+
+def test_async_hooks_built_concurrently_on_one_loop_stay_apart(two_clusters):
+    a, b = two_clusters
+
+    async def scenario():
+        try:
+            hook_a = AsyncPathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_a"))
+            hook_b = AsyncPathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_b"))
+            # Both clients are first built at the same time, as two triggers starting together do.
+            client_a, client_b = await asyncio.gather(hook_a.api_client(), hook_b.api_client())
+            assert client_a.configuration.host == a.server
+            assert client_b.configuration.host == b.server
+            assert client_a.configuration is not client_b.configuration
+            listed_a, listed_b = await asyncio.gather(
+                hook_a.request("GET", "/api/v1/namespaces"), hook_b.request("GET", "/api/v1/namespaces")
+            )
+            assert "team-a" in namespaces(listed_a) and "team-a" not in namespaces(listed_b)
+            assert "team-b" in namespaces(listed_b) and "team-b" not in namespaces(listed_a)
+            assert kubernetes_asyncio.client.Configuration.get_default_copy().host not in (a.server, b.server)
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_naming_two_sources_is_refused_before_any_request():
+    with pytest.raises(BadSpecError, match="in_cluster, kube_config_path"):
+        kube_config_source({"in_cluster": True, "kube_config_path": "/k"}, "both")
+
+
+def test_connection_extras_are_read_as_the_cncf_provider_writes_them():
+    source = kube_config_source(
+        {"extra__kubernetes__kube_config": '{"apiVersion": "v1", "clusters": []}', "cluster_context": "ctx", "disable_verify_ssl": "true"}
+    )
+    assert source.config_dict == {"apiVersion": "v1", "clusters": []}
+    assert (source.context, source.verify_ssl, source.in_cluster, source.config_file) == ("ctx", False, False, None)
+    assert kube_config_source({}).is_explicit is False
+    with pytest.raises(BadSpecError, match="not a kubeconfig object"):
+        kube_config_source({"kube_config": "just text"}, "c")

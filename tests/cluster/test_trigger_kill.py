@@ -1,0 +1,109 @@
+"""A deferred task killed on Airflow 3.1/3.2 (no ``BaseTrigger.on_kill``) still deletes its workload.
+
+The trigger is cancelled and cleaned up as those triggerers do (``run_trigger``: cancel, then
+``cleanup()``). Its question about the task instance goes through the Task SDK's real
+``RuntimeTaskInstance.get_task_states`` to a stand-in of the supervisor's channel, which answers
+with the Execution API's own ``TaskStatesResult``. The real triggerer, supervisor and API server
+answer it in ``tests/e2e/test_deployment.py`` (mark failed through the REST API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
+from pathways_airflow.resources import JOBSET
+from pathways_airflow.state.task_instance import killed_while_deferred, this_task_state
+from pathways_airflow.triggers.kill import NATIVE_ON_KILL
+from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from tests.cluster.test_workload_operator import submit_training, wait_for
+
+TI = SimpleNamespace(dag_id="dag", task_id="train", run_id="run-1", map_index=-1)
+
+
+class SupervisorChannel:
+    """Answers as the triggerer's supervisor does: the task's state for ``GetTaskStates`` (and
+    records the question); "not found" for a connection, so the hook falls back to the kubeconfig."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state = state
+        self.asked: list[object] = []
+
+    def send(self, message: object) -> object:
+        from airflow.sdk.exceptions import ErrorType
+        from airflow.sdk.execution_time.comms import ErrorResponse, TaskStatesResult
+
+        if type(message).__name__ != "GetTaskStates":
+            return ErrorResponse(error=ErrorType.CONNECTION_NOT_FOUND, detail={"message": repr(message)})
+        self.asked.append(message)
+        return TaskStatesResult(task_states={TI.run_id: {TI.task_id: self.state}})
+
+
+def cancel_like_a_triggerer(trigger: PathwaysJobTrigger, after: float = 2.0) -> None:
+    async def run_trigger() -> None:
+        try:
+            async for _ in trigger.run():
+                pass
+        finally:
+            await trigger.cleanup()
+
+    async def main() -> None:
+        task = asyncio.create_task(run_trigger())
+        await asyncio.sleep(after)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await AsyncPathwaysHook.close_all()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("state", ["failed", "success", None, "deferred"])
+def test_a_cancelled_trigger_deletes_the_workload_only_when_its_task_was_killed(pathways_cluster, monkeypatch, state):
+    import airflow.sdk.execution_time.task_runner as task_runner
+
+    name = f"kill-{state or 'cleared'}"
+    hook = submit_training(name, steps=10_000)
+    channel = SupervisorChannel(state)
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", channel, raising=False)
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict())
+    trigger.task_instance = TI
+
+    cancel_like_a_triggerer(trigger)
+
+    if NATIVE_ON_KILL or state == "deferred":
+        # 3.3 calls on_kill itself and cleanup() must not; a task still deferred was not killed
+        # (triggerer restart or hand-over): the workload runs on for the next triggerer.
+        assert hook.get(JOBSET, "default", name) is not None
+        assert len(channel.asked) == (0 if NATIVE_ON_KILL else 1)
+    else:
+        wait_for(lambda: hook.get(JOBSET, "default", name) is None)
+        (question,) = channel.asked
+        assert (question.dag_id, question.task_ids, question.run_ids) == ("dag", ["train"], ["run-1"])
+    hook.delete(JOBSET, "default", name)
+
+
+def test_a_trigger_that_cannot_ask_airflow_deletes_nothing(pathways_cluster, monkeypatch):
+    """No supervisor (the triggerer is going away): leave the workload for the next triggerer."""
+    import airflow.sdk.execution_time.task_runner as task_runner
+
+    hook = submit_training("kill-unknown", steps=10_000)
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", None, raising=False)
+    trigger = PathwaysJobTrigger(name="kill-unknown", namespace="default", backend="jobset", target=ClusterTarget().to_dict())
+    trigger.task_instance = TI
+    cancel_like_a_triggerer(trigger)
+    assert hook.get(JOBSET, "default", "kill-unknown") is not None
+    hook.delete(JOBSET, "default", "kill-unknown")
+
+
+def test_the_task_states_answer_is_read_as_the_execution_api_writes_it():
+    answer = {"run-1": {"train": "failed", "convert_3": "deferred"}}
+    assert this_task_state(answer, "run-1", "train", -1) == (True, "failed")
+    assert this_task_state(answer, "run-1", "convert", 3) == (True, "deferred")
+    assert this_task_state(answer, "run-2", "train", None) == (False, None)
+    assert killed_while_deferred(True, "failed") and killed_while_deferred(True, None)
+    assert not killed_while_deferred(True, "deferred") and not killed_while_deferred(False, None)

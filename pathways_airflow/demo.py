@@ -311,12 +311,7 @@ def _airflow_env(cluster: Any, home: str, dags: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig}}),
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
-            {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "demo"}}
-        ),
-        "STORAGE_EMULATOR_HOST": cluster.gcs_endpoint,
-        "KUBECONFIG": cluster.kubeconfig,
+        **cluster.client_environment(),
     }
 
 

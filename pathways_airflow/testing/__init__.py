@@ -4,8 +4,8 @@ See :mod:`pathways_airflow.testing.cluster`. Users test their own DAGs against i
 test AWS code against moto.
 """
 
-from pathways_airflow.testing.cluster import LocalCluster
+from pathways_airflow.testing.cluster import LocalCluster, SchemaChecksOff
 from pathways_airflow.testing.faults import FaultRule
 from pathways_airflow.testing.nodes import NodePool, default_node_pools, tpu_pool
 
-__all__ = ["FaultRule", "LocalCluster", "NodePool", "default_node_pools", "tpu_pool"]
+__all__ = ["FaultRule", "LocalCluster", "NodePool", "SchemaChecksOff", "default_node_pools", "tpu_pool"]

@@ -25,12 +25,16 @@ from pathways_airflow.testing.errors import (
     bad_request,
     invalid,
     method_not_allowed,
+    unsupported_media_type,
 )
 from pathways_airflow.testing.faults import Faults
 from pathways_airflow.testing.kinds import Kind, KindRegistry
 from pathways_airflow.testing.logs import LogStore, format_line, select_lines
 from pathways_airflow.testing.patch import PatchError, apply_patch
 from pathways_airflow.testing.paths import DiscoveryPath, ResourcePath, parse_api_path
+from pathways_airflow.testing.protobuf import UnsupportedEncoding, decode, is_protobuf
+
+PROTOBUF_KINDS_NOTE = "application/vnd.kubernetes.protobuf for ConfigMaps, Secrets, Namespaces, ServiceAccounts and RBAC objects"
 from pathways_airflow.testing.rbac import Authorizer, UserInfo
 from pathways_airflow.testing.selectors import (
     SelectorError,
@@ -245,6 +249,17 @@ class ApiServer:
         return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
+        """The request's object: JSON, or protobuf for the built-in kinds clients send that way."""
+        content_type = request.headers.get("Content-Type", "application/json")
+        if is_protobuf(content_type):
+            try:
+                return decode(await request.read())
+            except UnsupportedEncoding as error:
+                raise unsupported_media_type(str(error)) from None
+        if content_type.split(";")[0].strip().lower() not in ("application/json", ""):
+            raise unsupported_media_type(
+                f"the local cluster reads request bodies as application/json (or {PROTOBUF_KINDS_NOTE}), not {content_type}"
+            )
         try:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -24,6 +24,7 @@ import os
 import secrets
 import tempfile
 import threading
+import warnings
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -64,12 +65,38 @@ T = TypeVar("T")
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 
 
+class SchemaChecksOff(UserWarning):
+    """The local cluster has no CRD schemas: it accepts custom resources a real cluster refuses."""
+
+
+_warned_schema_checks_off = False
+
+
+def warn_schema_checks_off() -> None:
+    """Say once per process that nothing checks custom resources, and how to turn the checks on."""
+    global _warned_schema_checks_off
+    if _warned_schema_checks_off:
+        return
+    _warned_schema_checks_off = True
+    warnings.warn(
+        "LocalCluster has no CRD schemas, so it accepts PathwaysJobs, JobSets, Kueue objects and "
+        "LeaderWorkerSets that a real API server refuses (a misspelt field, an unknown machine type). "
+        "Give it the CRDs your cluster runs: LocalCluster(crds=[DIR]), $PATHWAYS_AIRFLOW_CRDS=DIR or "
+        "pytest --pathways-crds DIR, where DIR holds e.g. `kubectl get crd pathwaysjobs.pathways-job.pathways.domain "
+        "jobsets.jobset.x-k8s.io -o yaml` from that cluster. crds=[] turns the checks off without this warning.",
+        SchemaChecksOff,
+        stacklevel=3,
+    )
+
+
 class LocalCluster:
     """A local GKE + Pathways cluster. Use as a context manager, or ``start()`` / ``stop()``.
 
     :param node_pools: the node pools (default: a CPU pool, 3 × v5e 2x4 and 2 × v6e 4x4 slices).
     :param crds: CRD YAML files or directories; objects of those kinds are validated against
         their schemas (422 Invalid, as on a real API server). Default: ``$PATHWAYS_AIRFLOW_CRDS``.
+        With neither, custom resources are stored unchecked and the cluster says so once, as a
+        ``SchemaChecksOff`` warning: pass ``crds=[]`` to turn the checks off without it.
     :param speed: how many simulated seconds pass per real second (3600: an hour a second).
     :param rbac: enforce RBAC for tokens other than the admin's (see :meth:`service_account_kubeconfig`).
     :param gcs: start the GCS emulator; ``buckets`` are created in it.
@@ -97,6 +124,8 @@ class LocalCluster:
         self.node_pools = list(node_pools) if node_pools is not None else default_node_pools()
         if crds is None and os.environ.get("PATHWAYS_AIRFLOW_CRDS"):
             crds = [os.environ["PATHWAYS_AIRFLOW_CRDS"]]
+        if crds is None:
+            warn_schema_checks_off()
         self._crd_paths = list(crds or ())
         self.clock = VirtualClock(speed)
         self.kinds = KindRegistry()
@@ -299,6 +328,22 @@ class LocalCluster:
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
         return str(path)
+
+    def client_environment(self) -> dict[str, str]:
+        """What clients need to find this cluster, as environment variables: ``KUBECONFIG``,
+        ``STORAGE_EMULATOR_HOST``, and the Airflow connections the provider uses by default
+        (``kubernetes_default`` for the cluster; ``google_cloud_default``, anonymous, for the GCS
+        emulator), so ``airflow dags test`` and in-process tasks work with no other setup."""
+        env = {
+            "KUBECONFIG": self.kubeconfig,
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": self.kubeconfig}}),
+        }
+        if self.gcs_endpoint:
+            env["STORAGE_EMULATOR_HOST"] = self.gcs_endpoint
+            env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps(
+                {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "local"}}
+            )
+        return env
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> str:
         """A kubeconfig that authenticates as ``system:serviceaccount:<namespace>:<name>``."""

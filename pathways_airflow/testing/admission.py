@@ -6,6 +6,8 @@
 * Kueue's webhook: a JobSet or a Job (not owned by a JobSet) labelled
   ``kueue.x-k8s.io/queue-name`` is created suspended, to be resumed when its Workload is
   admitted. (LeaderWorkerSets are not queued by the local cluster's Kueue.)
+* The API server's own defaulting for the built-in kinds clients leave to it: a Secret without
+  a ``type`` is ``Opaque`` (kubernetes ``pkg/apis/core/v1/defaults.go``, ``SetDefaults_Secret``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def default_job(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def default_secret(obj: dict[str, Any]) -> dict[str, Any]:
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    return obj
+
+
 def default_leaderworkerset(obj: dict[str, Any]) -> dict[str, Any]:
     spec = obj.setdefault("spec", {})
     spec.setdefault("replicas", 1)
@@ -59,6 +67,7 @@ MUTATORS: dict[tuple[str, str], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("jobset.x-k8s.io", "jobsets"): default_jobset,
     ("batch", "jobs"): default_job,
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): default_leaderworkerset,
+    ("", "secrets"): default_secret,
 }
 
 

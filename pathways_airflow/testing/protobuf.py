@@ -16,6 +16,7 @@ rest (server-set timestamps, managed fields). A kind with no message here is ref
 
 from __future__ import annotations
 
+import base64
 from functools import lru_cache
 from typing import Any
 
@@ -94,7 +95,6 @@ def is_protobuf(content_type: str) -> bool:
 
 def decode(body: bytes) -> dict[str, Any]:
     """The JSON form of a protobuf-encoded object (``apiVersion`` and ``kind`` included)."""
-    from google.protobuf import json_format
     from google.protobuf.message import DecodeError
 
     if not body.startswith(MAGIC):
@@ -112,8 +112,38 @@ def decode(body: bytes) -> dict[str, Any]:
         obj = classes[message].FromString(envelope.raw)
     except DecodeError as error:
         raise UnsupportedEncoding(f"the protobuf body could not be decoded: {error}") from None
-    decoded = json_format.MessageToDict(obj, preserving_proto_field_name=True)
-    return {"apiVersion": api_version, "kind": kind, **decoded}
+    return {"apiVersion": api_version, "kind": kind, **as_json(obj)}
+
+
+def as_json(message: Any) -> dict[str, Any]:
+    """A message as the API server's JSON shows it after decoding it into Go structs.
+
+    Go writes every plain string field to protobuf, empty ones too, and the JSON form omits them
+    (``omitempty``): an empty string is dropped here, except as a map value (``data: {k: ""}``
+    is a value). Bytes are base64, as in Kubernetes' JSON.
+    """
+    out: dict[str, Any] = {}
+    for field, value in message.ListFields():
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[field.name] = {k: _scalar(value_field, v) for k, v in value.items()}
+        elif _repeated(field):
+            out[field.name] = [as_json(v) if field.message_type is not None else _scalar(field, v) for v in value]
+        elif field.message_type is not None:
+            out[field.name] = as_json(value)
+        elif value != "":
+            out[field.name] = _scalar(field, value)
+    return out
+
+
+def _repeated(field: Any) -> bool:
+    # protobuf 7 replaced FieldDescriptor.label with is_repeated; older releases have only label.
+    repeated = getattr(field, "is_repeated", None)
+    return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
+
+
+def _scalar(field: Any, value: Any) -> Any:
+    return base64.b64encode(value).decode() if field.type == field.TYPE_BYTES else value
 
 
 @lru_cache(maxsize=1)

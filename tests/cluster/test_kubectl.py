@@ -203,8 +203,9 @@ def test_typed_create_commands_work_whatever_encoding_kubectl_sends(v4_cluster):
 
     assert get("configmap", "settings")["data"] == {"steps": "100", "model": "llama"}
     assert get("secret", "hf")["data"] == {"token": "aHVudGVyMg=="} and get("secret", "hf")["type"] == "Opaque"
-    rule = get("role", "pathways")["rules"][0]
-    assert sorted(rule["verbs"]) == ["get", "list", "watch"] and sorted(rule["resources"]) == ["jobs", "pods"]
+    rules = get("role", "pathways")["rules"]  # one rule per API group
+    assert {(group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]} == {("", "pods"), ("batch", "jobs")}
+    assert all(sorted(rule["verbs"]) == ["get", "list", "watch"] for rule in rules)
     binding = get("rolebinding", "pathways")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pathways"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "airflow", "namespace": "team-x"}]

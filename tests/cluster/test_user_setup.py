@@ -41,7 +41,7 @@ def test_without_crds_the_cluster_says_once_that_nothing_checks_custom_resources
     result = run_fresh_python(
         """
         import warnings
-        from pathways_airflow.testing import LocalCluster
+        from pathways_airflow.testing import LocalCluster, SchemaChecksOff
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             LocalCluster(gcs=False, kueue=False)

@@ -1,0 +1,133 @@
+"""The layers stay layered: a functional core, an imperative shell that only fetches, asks and acts.
+
+Every import of the package's own modules is read with ``ast``, at the top of a module and inside
+functions alike (a function-level import is still a dependency). The rules:
+
+* the core (``spec``, ``state``, ``checkpoints``, ``resources``, ``benchmark_history``) imports no
+  shell module;
+* hooks import no triggers, operators or sensors; triggers no sensors or operators; sensors and
+  operators not each other; an operator module imports no other operator module except a shared base
+  (``operators.base``, ``operators.identity``); the ``operators`` package itself re-exports them.
+
+``KNOWN_VIOLATIONS`` lists the edges that break them today. It may only shrink: a new edge fails
+this test, and so does an edge listed here that no longer exists (delete it from the list). The
+size allowances work the same way, against the budgets below.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pathways_airflow"
+CORE = ("spec", "state", "checkpoints", "resources", "benchmark_history")
+SHELL = ("hooks", "triggers", "operators", "sensors", "links", "connection", "cli", "demo", "testing", "retry", "plots")
+FORBIDDEN = {
+    "hooks": ("triggers", "operators", "sensors"),
+    "triggers": ("sensors", "operators"),
+    "sensors": ("operators",),
+    "operators": ("sensors",),
+}
+SHARED_OPERATOR_BASES = ("operators.base", "operators.identity")
+
+KNOWN_VIOLATIONS = {
+    ("operators.conversion", "operators.workload"),
+    ("operators.conversion", "sensors.checkpoint"),
+    ("operators.inference", "operators.workload"),
+    ("operators.regression", "operators.workload"),
+    ("operators.regression", "sensors.checkpoint"),
+    ("operators.workload", "sensors.checkpoint"),
+    ("sensors.checkpoint", "operators.workload"),
+    ("sensors.slices", "operators.workload"),
+    ("sensors.workload", "operators.workload"),
+    ("triggers.checkpoint", "sensors.checkpoint"),
+    ("triggers.checkpoint_event", "sensors.checkpoint"),
+}
+"""Today's wrong-way edges (the review in shared/docs/architecture-review.md §1.2 explains them)."""
+
+MODULE_BUDGET = 600
+MODULE_ALLOWANCES = {
+    "operators.inference": 1137,
+    "operators.conversion": 914,
+    "operators.workload": 737,
+    "operators.regression": 697,
+    "spec.serving": 925,
+    "hooks.pathways": 673,
+    "state.status": 662,
+}
+"""Modules over the budget today (lines), outside ``testing``; each may only shrink."""
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def own_imports(path: Path) -> set[str]:
+    """The package's modules this file imports (relative to ``pathways_airflow``), anywhere in it."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(n.removeprefix("pathways_airflow.") for n in names if n.startswith("pathways_airflow."))
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {n for n in found if n in modules}
+
+
+def layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def breaks_a_rule(importer: str, imported: str) -> bool:
+    source, target = layer(importer), layer(imported)
+    if source in CORE:
+        return target in SHELL
+    if target in FORBIDDEN.get(source, ()):
+        return True
+    if source == "operators" and target == "operators" and importer not in (imported, "operators"):
+        return imported not in SHARED_OPERATOR_BASES and importer not in SHARED_OPERATOR_BASES
+    return False
+
+
+def violations() -> set[tuple[str, str]]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        importer = module_name(path)
+        if layer(importer) == "testing":
+            continue
+        for imported in own_imports(path):
+            if breaks_a_rule(importer, imported):
+                found.add((importer, imported))
+    return found
+
+
+def test_no_import_runs_the_wrong_way_beyond_the_known_ones():
+    found = violations()
+    assert not found - KNOWN_VIOLATIONS, f"new wrong-way imports: {sorted(found - KNOWN_VIOLATIONS)}"
+    assert not KNOWN_VIOLATIONS - found, f"fixed, so delete from KNOWN_VIOLATIONS: {sorted(KNOWN_VIOLATIONS - found)}"
+
+
+def test_the_rules_catch_what_they_are_for():
+    assert breaks_a_rule("state.status", "hooks.pathways")
+    assert breaks_a_rule("triggers.workload", "sensors.workload")
+    assert breaks_a_rule("operators.inference", "operators.workload")
+    assert not breaks_a_rule("operators.workload", "operators.identity")
+    assert not breaks_a_rule("triggers.workload", "state.status")
+
+
+def test_no_module_grows_past_its_budget():
+    sizes = {
+        module_name(p): len(p.read_text().splitlines())
+        for p in PACKAGE.rglob("*.py")
+        if layer(module_name(p)) != "testing"
+    }
+    over = {m: n for m, n in sizes.items() if n > MODULE_ALLOWANCES.get(m, MODULE_BUDGET)}
+    assert not over, f"over budget ({MODULE_BUDGET} lines, or the module's allowance): {over}"
+    shrunk = {m: sizes.get(m, 0) for m, allowed in MODULE_ALLOWANCES.items() if sizes.get(m, 0) <= MODULE_BUDGET}
+    assert not shrunk, f"within the budget now, so delete from MODULE_ALLOWANCES: {shrunk}"

@@ -228,3 +228,47 @@ def gcs_object_prefix(directory: str) -> str:
     _, name = split_gcs_uri(directory)
     name = name.strip("/")
     return f"{name}/" if name else ""
+
+
+@dataclass(frozen=True)
+class CheckpointScan:
+    """What one look at a checkpoint directory found."""
+
+    checkpoint_dir: str
+    found: Checkpoint | None
+    partial: tuple[int, ...] = ()
+    """Steps within the bounds that were asked about and had no commit marker, newest first."""
+    newest_seen: int | None = None
+    """The newest step directory present, committed or not, within the bounds or not."""
+    in_progress: int = 0
+    """Orbax temporary directories (saves under way off GCS)."""
+
+
+def bounds_text(*, newer_than: int | None, min_step: int | None) -> str:
+    parts = []
+    if newer_than is not None:
+        parts.append(f"newer than step {newer_than}")
+    if min_step is not None:
+        parts.append(f"at step {min_step} or later")
+    return " " + " and ".join(parts) if parts else ""
+
+
+def describe_scan(scan: CheckpointScan, *, newer_than: int | None = None, min_step: int | None = None) -> str:
+    """One line for the task log: what was found, or why the sensor keeps waiting."""
+    if scan.found is not None:
+        return f"step {scan.found.step} is committed: {scan.found.uri}"
+    line = f"no committed step{bounds_text(newer_than=newer_than, min_step=min_step)} in {scan.checkpoint_dir} yet"
+    if scan.partial:
+        steps = ", ".join(str(s) for s in scan.partial[:5]) + (", ..." if len(scan.partial) > 5 else "")
+        return f"{line}: step {steps} not committed (no {COMMIT_MARKER}: a save in progress or cut off)"
+    if scan.in_progress:
+        return f"{line}: {scan.in_progress} save(s) in progress"
+    if scan.newest_seen is None:
+        return f"{line}: no step directories"
+    return f"{line}: the newest step there is {scan.newest_seen}"
+
+
+def newest_step_seen(entries: Iterable[str]) -> int | None:
+    """The newest step directory among ``entries``, committed or not."""
+    steps = [s for s in (step_of(e) for e in entries) if s is not None]
+    return max(steps) if steps else None

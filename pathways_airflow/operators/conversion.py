@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import (
     COMMIT_MARKER,
     Checkpoint,
@@ -46,21 +47,15 @@ from pathways_airflow.checkpoints import (
     step_uri,
 )
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
-from pathways_airflow.exceptions import (
-    BadSpecError,
-    InfrastructureError,
-    KubernetesApiError,
-    UserCodeError,
-    WorkloadDeletedError,
-)
+from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
-from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.spec.render import container_manifest as _render_container
 from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, optional_text, rendered_literal, string_mapping
 from pathways_airflow.spec.workload import checked_main_container as _check_container
+from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
 from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 
@@ -438,18 +433,6 @@ def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int 
     return "", None, None, None
 
 
-def failure_exception(message: str, *, exit_code: int | None, disruption: str | None) -> Exception:
-    """A deterministic failure fails at once; one the infrastructure caused may be retried.
-
-    The rule is the workloads' (xpk's): a disrupted pod, or exit code 42 or 127–255 (killed,
-    out of memory, lost), is the system's; any other non-zero code is the program's — a wrong
-    ``model_name``, a mismatched config — and retrying it converts nothing.
-    """
-    if disruption is None and exit_code not in (None, 0) and exit_code not in XPK_SYSTEM_EXIT_CODES:
-        return UserCodeError(message, exit_code=exit_code)
-    return InfrastructureError(message)
-
-
 # --- I/O: GCS ------------------------------------------------------------------------------------
 
 
@@ -639,7 +622,6 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
 
     def validate(self, *, only_known: bool = False) -> None:
         """Raise ``InvalidWorkloadSpec`` for anything that must not run; with ``only_known``, templates wait."""
-        from pathways_airflow.operators.workload import looks_templated
 
         problems: list[SpecProblem] = []
         placement = {
@@ -749,7 +731,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             message, exit_code, disruption = self._failure(name, outcome)
             self.log.error("%s", message)
             self._finish(name)
-            raise failure_exception(message, exit_code=exit_code, disruption=disruption)
+            raise failed_job_exception(message, exit_code=exit_code, disruption=disruption)
         if status != COMPLETE:
             raise KubernetesApiError(f"Job {self.namespace}/{name}: unexpected event {event!r}")
         self._log_tail(name)
@@ -795,7 +777,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         return result
 
     def _storage(self) -> Any:
-        from pathways_airflow.sensors.checkpoint import storage_client
+        from pathways_airflow.hooks.storage import storage_client
 
         return storage_client(self.gcp_conn_id)
 

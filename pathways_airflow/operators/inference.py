@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.exceptions import (
@@ -38,8 +39,9 @@ from pathways_airflow.exceptions import (
     WorkloadDeletedError,
 )
 from pathways_airflow.operators.identity import task_identity
-from pathways_airflow.operators.workload import looks_templated
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
+from pathways_airflow.state.disruption import pod_disruption
+from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import (
     MANAGED_BY_LABEL,
@@ -913,23 +915,28 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
     def _benchmark_failed(
         self, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], names: ServingNames
     ) -> Exception:
+        """The one failed-Job rule (``state.outcome``): a benchmark lost to preemption is retried,
+        a benchmark that crashed on its own is not."""
         reason = job_failure_reason(job)
         crash = next(
             (c for c in (crashed_container(p, BENCHMARK_CONTAINER) for p in pods) if c is not None), None
         )
+        disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
         hint = f"Look further with: kubectl -n {self.namespace} describe job {names.job}"
         if crash is None:
-            return UserCodeError(
+            message = (
                 f"benchmark Job {self.namespace}/{names.job} failed ({reason}); "
-                f"no container exit code was recorded.\n{hint}"
+                f"no container exit code was recorded{f' ({disruption})' if disruption else ''}.\n{hint}"
             )
+            return failed_job_exception(message, exit_code=None, disruption=disruption)
         lines = self._log_tail(crash.pod, crash.container)
-        return UserCodeError(
+        message = (
             f"benchmark Job {self.namespace}/{names.job} failed ({reason}): "
-            f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}.\n"
-            f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}",
-            exit_code=crash.exit_code,
+            f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}"
+            f"{f' ({disruption})' if disruption else ''}.\n"
+            f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}"
         )
+        return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)
 
     def _read_result(self, result_uri: str) -> dict[str, Any]:
         from google.api_core.exceptions import NotFound

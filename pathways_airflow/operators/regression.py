@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.benchmark_history import (
     DEFAULT_KEEP,
     DEFAULT_MIN_RUNS,
@@ -477,7 +478,6 @@ class BenchmarkRegressionOperator(BaseOperator):
 
     def validate(self, *, only_known: bool = False) -> None:
         """Raise ``InvalidWorkloadSpec`` for any bad parameter; with ``only_known``, templated ones wait."""
-        from pathways_airflow.operators.workload import looks_templated
 
         arguments = self._arguments()
         if only_known:
@@ -535,7 +535,7 @@ class BenchmarkRegressionOperator(BaseOperator):
         return result
 
     def _storage(self) -> Any:
-        from pathways_airflow.sensors.checkpoint import storage_client
+        from pathways_airflow.hooks.storage import storage_client
 
         return storage_client(self.gcp_conn_id)
 

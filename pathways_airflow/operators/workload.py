@@ -35,6 +35,8 @@ from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 from pathways_airflow.state.progress import steps_recomputed
 from pathways_airflow.state.status import failed_container
 from pathways_airflow.state.submission import plan_submission
+from pathways_airflow.hooks.storage import newest_committed_checkpoint
+from pathways_airflow.spec.arguments import looks_templated  # also importable from here, as before
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix, is_dns1123_label
@@ -85,18 +87,6 @@ _WORKLOAD_FIELDS = (
 
 # Parameters named differently on the operator (BaseOperator already has ``resources``).
 _BUILD_ARGUMENT = {"container_resources": "resources"}
-
-
-def looks_templated(value: Any) -> bool:
-    """True if ``value`` (or anything inside it) will only be known after Jinja or XCom resolution."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value
-    if isinstance(value, Mapping):
-        return any(looks_templated(k) or looks_templated(v) for k, v in value.items())
-    if isinstance(value, (list, tuple, set)):
-        return any(looks_templated(v) for v in value)
-    # XComArg and other lazy values resolve at run time.
-    return hasattr(value, "resolve") or hasattr(value, "iter_references")
 
 
 class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
@@ -482,8 +472,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     def _newest_checkpoint(self) -> Checkpoint | None:
         if not self.checkpoint_dir:
             return None
-        from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
-
         return newest_committed_checkpoint(self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id)
 
     def _resubmit_after_disruption(
@@ -589,9 +577,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             "disruption_summary": summarize(record.get("disruptions", [])),
         }
         if self.checkpoint_dir:
-            from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
-
-            checkpoint = newest_committed_checkpoint(self.checkpoint_dir)
+            checkpoint = self._newest_checkpoint()
             result["checkpoint"] = checkpoint.as_xcom() if checkpoint else None
         return result
 

@@ -15,34 +15,23 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.providers.common.compat.sdk import conf
 
-from pathways_airflow.checkpoints import (
-    COMMIT_MARKER,
-    Checkpoint,
-    gcs_object_prefix,
-    is_gcs,
-    is_temporary,
-    marker_name,
-    newest_committed,
-    split_gcs_uri,
-    step_of,
-)
+from pathways_airflow.checkpoints import describe_scan, is_gcs, split_gcs_uri
+from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID, scan_checkpoints, storage_client
+from pathways_airflow.hooks.storage import newest_committed_checkpoint  # noqa: F401 - its import path before hooks.storage
 from pathways_airflow.exceptions import PathwaysError
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-DEFAULT_GCP_CONN_ID = "google_cloud_default"
-
-
-# --- pure: arguments and what a look found ----------------------------------------------------
+# --- pure: the arguments ---------------------------------------------------------------------------
 
 
 def step_bound(field: str, value: Any) -> tuple[int | None, SpecProblem | None]:
@@ -98,145 +87,6 @@ def checkpoint_arguments(checkpoint_dir: Any, min_step: Any, newer_than: Any) ->
     return str(checkpoint_dir).strip(), minimum, newer
 
 
-@dataclass(frozen=True)
-class CheckpointScan:
-    """What one look at a checkpoint directory found."""
-
-    checkpoint_dir: str
-    found: Checkpoint | None
-    partial: tuple[int, ...] = ()
-    """Steps within the bounds that were asked about and had no commit marker, newest first."""
-    newest_seen: int | None = None
-    """The newest step directory present, committed or not, within the bounds or not."""
-    in_progress: int = 0
-    """Orbax temporary directories (saves under way off GCS)."""
-
-
-def bounds_text(*, newer_than: int | None, min_step: int | None) -> str:
-    parts = []
-    if newer_than is not None:
-        parts.append(f"newer than step {newer_than}")
-    if min_step is not None:
-        parts.append(f"at step {min_step} or later")
-    return " " + " and ".join(parts) if parts else ""
-
-
-def describe_scan(scan: CheckpointScan, *, newer_than: int | None = None, min_step: int | None = None) -> str:
-    """One line for the task log: what was found, or why the sensor keeps waiting."""
-    if scan.found is not None:
-        return f"step {scan.found.step} is committed: {scan.found.uri}"
-    line = f"no committed step{bounds_text(newer_than=newer_than, min_step=min_step)} in {scan.checkpoint_dir} yet"
-    if scan.partial:
-        steps = ", ".join(str(s) for s in scan.partial[:5]) + (", ..." if len(scan.partial) > 5 else "")
-        return f"{line}: step {steps} not committed (no {COMMIT_MARKER}: a save in progress or cut off)"
-    if scan.in_progress:
-        return f"{line}: {scan.in_progress} save(s) in progress"
-    if scan.newest_seen is None:
-        return f"{line}: no step directories"
-    return f"{line}: the newest step there is {scan.newest_seen}"
-
-
-# --- I/O: one look ---------------------------------------------------------------------------
-
-
-def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
-    """A ``google.cloud.storage.Client`` from the Google connection (honours ``STORAGE_EMULATOR_HOST``)."""
-    from airflow.providers.google.cloud.hooks.gcs import GCSHook
-
-    return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
-
-
-def scan_checkpoints(
-    checkpoint_dir: str,
-    *,
-    newer_than: int | None = None,
-    min_step: int | None = None,
-    gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
-    client: Any = None,
-) -> CheckpointScan:
-    """Look at ``checkpoint_dir`` once: the newest committed step within the bounds, and what else is there.
-
-    ``client`` is a ``google.cloud.storage.Client`` to reuse across looks (one is made from
-    ``gcp_conn_id`` when omitted). A missing bucket raises ``FileNotFoundError``: no training run
-    will ever create it. A missing local directory is simply empty: Orbax creates it on the
-    first save.
-    """
-    if is_gcs(checkpoint_dir):
-        return _scan_gcs(checkpoint_dir, newer_than, min_step, client or storage_client(gcp_conn_id), gcp_conn_id)
-    return _scan_local(checkpoint_dir, newer_than, min_step)
-
-
-def newest_committed_checkpoint(
-    checkpoint_dir: str,
-    *,
-    newer_than: int | None = None,
-    min_step: int | None = None,
-    gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
-    client: Any = None,
-) -> Checkpoint | None:
-    """The newest committed step of ``checkpoint_dir`` (``> newer_than``, ``>= min_step``), or ``None``.
-
-    Costs one listing of step prefixes plus one marker read per uncommitted step newer than the
-    answer, however many files each step holds.
-    """
-    return scan_checkpoints(
-        checkpoint_dir, newer_than=newer_than, min_step=min_step, gcp_conn_id=gcp_conn_id, client=client
-    ).found
-
-
-def _scan_gcs(
-    checkpoint_dir: str, newer_than: int | None, min_step: int | None, client: Any, gcp_conn_id: str
-) -> CheckpointScan:
-    from google.api_core.exceptions import NotFound
-
-    bucket_name, _ = split_gcs_uri(checkpoint_dir)
-    prefix = gcs_object_prefix(checkpoint_dir)
-    try:
-        listing = client.list_blobs(bucket_name, prefix=prefix, delimiter="/", fields="prefixes,nextPageToken")
-        for _page in listing.pages:
-            pass
-    except NotFound:
-        raise FileNotFoundError(
-            f"checkpoint_dir={checkpoint_dir!r}: bucket {bucket_name!r} does not exist "
-            f"(or is not visible to gcp_conn_id={gcp_conn_id!r})"
-        ) from None
-    entries = sorted(listing.prefixes)
-    bucket = client.bucket(bucket_name)
-    partial: list[int] = []
-
-    def is_committed(name: str) -> bool:
-        if bucket.blob(prefix + marker_name(name)).exists():
-            return True
-        partial.append(int(name))
-        return False
-
-    found = newest_committed(
-        checkpoint_dir.rstrip("/"), entries, is_committed=is_committed, newer_than=newer_than, min_step=min_step
-    )
-    return CheckpointScan(checkpoint_dir, found, tuple(partial), _newest(entries))
-
-
-def _scan_local(checkpoint_dir: str, newer_than: int | None, min_step: int | None) -> CheckpointScan:
-    try:
-        with os.scandir(checkpoint_dir) as listing:
-            entries = [entry.name for entry in listing if entry.is_dir()]
-    except FileNotFoundError:
-        entries = []
-    found = newest_committed(
-        checkpoint_dir.rstrip("/") or "/",
-        entries,
-        is_committed=lambda name: True,  # an integer-named directory has been renamed into place
-        newer_than=newer_than,
-        min_step=min_step,
-    )
-    return CheckpointScan(checkpoint_dir, found, (), _newest(entries), sum(1 for e in entries if is_temporary(e)))
-
-
-def _newest(entries: Sequence[str]) -> int | None:
-    steps = [s for s in (step_of(e) for e in entries) if s is not None]
-    return max(steps) if steps else None
-
-
 # --- the sensor ------------------------------------------------------------------------------
 
 
@@ -281,7 +131,6 @@ class CheckpointSensor(BaseSensorOperator):
         self.gcp_conn_id = gcp_conn_id
         self.deferrable = deferrable
         self._client: Any = None
-        from pathways_airflow.operators.workload import looks_templated
 
         if not looks_templated([checkpoint_dir, min_step, newer_than]):
             checkpoint_arguments(checkpoint_dir, min_step, newer_than)

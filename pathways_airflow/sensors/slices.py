@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.providers.common.compat.sdk import conf
 
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.exceptions import KubernetesApiError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.state.slices import (
@@ -87,7 +88,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
             use_dns_endpoint=use_dns_endpoint,
         )
         self._last_summary = ""
-        from pathways_airflow.operators.workload import looks_templated
 
         if not looks_templated([topology, tpu, machine_type, num_slices]):
             self.slice_request()

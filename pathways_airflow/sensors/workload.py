@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout, conf
 
+from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, PathwaysError, UserCodeError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
@@ -139,7 +140,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         )
         self._seen = False
         self._previous: WorkloadState | None = None
-        from pathways_airflow.operators.workload import looks_templated
 
         if not looks_templated([name, namespace, backend, phase]):
             raise_if_any(sensor_problems(name, namespace, backend, phase))

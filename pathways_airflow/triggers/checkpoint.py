@@ -69,7 +69,7 @@ class CheckpointTrigger(BaseTrigger):
             self._close()
 
     async def _poll(self) -> AsyncIterator[TriggerEvent]:
-        from pathways_airflow.sensors.checkpoint import describe_scan
+        from pathways_airflow.checkpoints import describe_scan
 
         failures = 0
         last_line = ""
@@ -105,7 +105,7 @@ class CheckpointTrigger(BaseTrigger):
     def _look(self) -> Any:
         """One look, in a worker thread (the storage client is synchronous)."""
         from pathways_airflow.checkpoints import is_gcs
-        from pathways_airflow.sensors.checkpoint import scan_checkpoints, storage_client
+        from pathways_airflow.hooks.storage import scan_checkpoints, storage_client
 
         if is_gcs(self.checkpoint_dir) and self._client is None:
             self._client = storage_client(self.gcp_conn_id)

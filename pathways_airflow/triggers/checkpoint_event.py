@@ -70,7 +70,7 @@ class CheckpointCommittedTrigger(BaseEventTrigger):
             self.log.info("could not keep the last committed step in the asset state store: %s", error)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from pathways_airflow.sensors.checkpoint import newest_committed_checkpoint
+        from pathways_airflow.hooks.storage import newest_committed_checkpoint
 
         last = await self._remembered()
         backoff = self.poll_interval

@@ -140,3 +140,13 @@ def test_a_kueue_eviction_waits_instead_of_failing(pathways_cluster):
     result = training(task_id, backend="jobset", steps=30, queue_name="multislice-queue").execute({"ti": TaskInstance("dag", task_id, "run-1")})
     assert result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name()
     assert not [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+
+
+def test_the_result_checkpoint_is_read_with_the_tasks_own_google_connection(pathways_cluster, monkeypatch):
+    """With only a non-default Google connection, a finished run reports its checkpoint instead
+    of failing on the missing google_cloud_default."""
+    monkeypatch.delenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT")
+    monkeypatch.setenv("AIRFLOW_CONN_MY_GCP", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
+    task = training("own-gcp", steps=12, step_seconds="1", gcp_conn_id="my_gcp")
+    result = task.execute({"ti": TaskInstance("dag", "own-gcp", "run-1")})
+    assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 10

@@ -14,7 +14,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from pathways_airflow.exceptions import BadSpecError, PathwaysError, UserCodeError
+from pathways_airflow.exceptions import BadSpecError, InfrastructureError, PathwaysError, UserCodeError
 from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.operators import (
     DeployInferenceServerOperator,
@@ -165,6 +165,24 @@ def test_a_failing_benchmark_fails_with_its_exit_code_and_log_and_leaves_nothing
     assert failure.value.exit_code == 3
     assert f"benchmark Job default/{serving_names(identity).job} failed" in message
     assert "exited with code 3" in message and "| benchmark: exiting with code 3" in message
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_a_benchmark_killed_by_the_system_is_an_infrastructure_failure_airflow_may_retry(pathways_cluster, checkpoint):
+    """Exit 137 (SIGKILL: preempted, out of memory) is the system's, as for every Job we run."""
+    ti = TaskInstance("serving", "bench_killed", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    op = benchmark(
+        "bench_killed",
+        checkpoint,
+        benchmark_env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "137"},
+    )
+
+    with pytest.raises(InfrastructureError) as failure:
+        op.execute({"ti": ti})
+
+    assert not isinstance(failure.value, UserCodeError)
+    assert "exited with code 137" in str(failure.value)
     assert leftovers(pathways_cluster, identity) == []
 
 

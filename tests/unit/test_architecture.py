@@ -9,9 +9,9 @@ functions alike (a function-level import is still a dependency). The rules:
   operators not each other; an operator module imports no other operator module except a shared base
   (``operators.base``, ``operators.identity``); the ``operators`` package itself re-exports them.
 
-``KNOWN_VIOLATIONS`` lists the edges that break them today. It may only shrink: a new edge fails
-this test, and so does an edge listed here that no longer exists (delete it from the list). The
-size allowances work the same way, against the budgets below.
+``KNOWN_VIOLATIONS`` would list edges tolerated for a while; it is empty, and an edge listed
+there that no longer exists fails too. The size allowances may only shrink, against the budgets
+below.
 """
 
 from __future__ import annotations
@@ -30,29 +30,18 @@ FORBIDDEN = {
 }
 SHARED_OPERATOR_BASES = ("operators.base", "operators.identity")
 
-KNOWN_VIOLATIONS = {
-    ("operators.conversion", "operators.workload"),
-    ("operators.conversion", "sensors.checkpoint"),
-    ("operators.inference", "operators.workload"),
-    ("operators.regression", "operators.workload"),
-    ("operators.regression", "sensors.checkpoint"),
-    ("operators.workload", "sensors.checkpoint"),
-    ("sensors.checkpoint", "operators.workload"),
-    ("sensors.slices", "operators.workload"),
-    ("sensors.workload", "operators.workload"),
-    ("triggers.checkpoint", "sensors.checkpoint"),
-    ("triggers.checkpoint_event", "sensors.checkpoint"),
-}
-"""Today's wrong-way edges (the review in shared/docs/architecture-review.md §1.2 explains them)."""
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+"""Wrong-way edges tolerated for now: none (the templating helper lives in ``spec.arguments`` and
+the checkpoint I/O in ``hooks.storage``, where every importer reaches them downward)."""
 
 MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
-    "operators.inference": 1137,
-    "operators.conversion": 914,
-    "operators.workload": 737,
+    "operators.inference": 1136,
+    "operators.conversion": 913,
+    "operators.workload": 722,
     "operators.regression": 697,
     "spec.serving": 925,
-    "hooks.pathways": 673,
+    "hooks.pathways": 644,
     "state.status": 662,
 }
 """Modules over the budget today (lines), outside ``testing``; each may only shrink."""

@@ -17,14 +17,9 @@ from pathways_airflow.checkpoints import (
     newest_committed,
     step_entries_newest_first,
 )
-from pathways_airflow.sensors.checkpoint import (
-    CheckpointScan,
-    CheckpointSensor,
-    checkpoint_arguments,
-    describe_scan,
-    newest_committed_checkpoint,
-    scan_checkpoints,
-)
+from pathways_airflow.checkpoints import CheckpointScan, describe_scan
+from pathways_airflow.hooks.storage import newest_committed_checkpoint, scan_checkpoints
+from pathways_airflow.sensors.checkpoint import CheckpointSensor, checkpoint_arguments
 from pathways_airflow.triggers.checkpoint import CheckpointTrigger
 
 DIR = "gs://bucket/runs/r1/checkpoints"

@@ -12,6 +12,7 @@ import json
 import pytest
 from airflow.sdk import DAG
 
+from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.operators import CheckpointConversionOperator
@@ -24,7 +25,6 @@ from pathways_airflow.operators.conversion import (
     conversion_container,
     conversion_job_manifest,
     failed_pod,
-    failure_exception,
     parse_checkpoint,
     resolve_conversion,
     reuse_decision,
@@ -227,10 +227,24 @@ def test_the_newest_failed_pod_names_the_exit_code_and_decides_the_exception():
     name, _, code, disruption = failed_pod([pod("c", "2026-01-01T00:00:00Z", disrupted=True)])
     assert (name, code) == ("c", None) and "DisruptionTarget" in disruption
 
-    user = failure_exception("m", exit_code=3, disruption=None)
-    assert isinstance(user, UserCodeError) and user.exit_code == 3
-    for exit_code, disruption in ((137, None), (42, None), (1, "pod c: DisruptionTarget"), (None, None)):
-        assert isinstance(failure_exception("m", exit_code=exit_code, disruption=disruption), InfrastructureError)
+
+@pytest.mark.parametrize(
+    ("exit_code", "disruption", "exception"),
+    [
+        (3, None, UserCodeError),  # the program's own exit
+        (1, None, UserCodeError),
+        (137, None, InfrastructureError),  # killed (preempted, out of memory)
+        (42, None, InfrastructureError),
+        (1, "pod c: DisruptionTarget", InfrastructureError),  # a disrupted pod's exit is no bug
+        (None, None, InfrastructureError),  # gone before recording an exit code: preempted, node lost
+    ],
+)
+def test_one_rule_decides_which_failed_job_is_retried(exit_code, disruption, exception):
+    """The rule conversion and benchmark Jobs share (state.outcome)."""
+    raised = failed_job_exception("m", exit_code=exit_code, disruption=disruption)
+    assert type(raised) is exception
+    if exception is UserCodeError:
+        assert raised.exit_code == exit_code
 
 
 def test_the_trigger_round_trips_through_serialize():

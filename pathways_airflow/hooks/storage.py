@@ -1,0 +1,120 @@
+"""Checkpoint storage: one look at a checkpoint directory on ``gs://`` or a local path.
+
+The I/O half of the checkpoint rules; what counts as committed, and how a look is described,
+is the pure :mod:`pathways_airflow.checkpoints`. The cost of one look does not grow with the
+checkpoint: one delimiter listing of the directory (step prefixes only), then one marker read per
+step, newest first, stopping at the first committed one. The google client is imported inside the
+functions, so importing an operator or a trigger stays cheap for the DAG processor.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pathways_airflow.checkpoints import (
+    Checkpoint,
+    CheckpointScan,
+    gcs_object_prefix,
+    is_gcs,
+    is_temporary,
+    marker_name,
+    newest_committed,
+    newest_step_seen,
+    split_gcs_uri,
+)
+
+DEFAULT_GCP_CONN_ID = "google_cloud_default"
+
+
+def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
+    """A ``google.cloud.storage.Client`` from the Google connection (honours ``STORAGE_EMULATOR_HOST``)."""
+    from airflow.providers.google.cloud.hooks.gcs import GCSHook
+
+    return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
+
+
+def scan_checkpoints(
+    checkpoint_dir: str,
+    *,
+    newer_than: int | None = None,
+    min_step: int | None = None,
+    gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
+    client: Any = None,
+) -> CheckpointScan:
+    """Look at ``checkpoint_dir`` once: the newest committed step within the bounds, and what else is there.
+
+    ``client`` is a ``google.cloud.storage.Client`` to reuse across looks (one is made from
+    ``gcp_conn_id`` when omitted). A missing bucket raises ``FileNotFoundError``: no training run
+    will ever create it. A missing local directory is simply empty: Orbax creates it on the
+    first save.
+    """
+    if is_gcs(checkpoint_dir):
+        return _scan_gcs(checkpoint_dir, newer_than, min_step, client or storage_client(gcp_conn_id), gcp_conn_id)
+    return _scan_local(checkpoint_dir, newer_than, min_step)
+
+
+def newest_committed_checkpoint(
+    checkpoint_dir: str,
+    *,
+    newer_than: int | None = None,
+    min_step: int | None = None,
+    gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
+    client: Any = None,
+) -> Checkpoint | None:
+    """The newest committed step of ``checkpoint_dir`` (``> newer_than``, ``>= min_step``), or ``None``.
+
+    Costs one listing of step prefixes plus one marker read per uncommitted step newer than the
+    answer, however many files each step holds.
+    """
+    return scan_checkpoints(
+        checkpoint_dir, newer_than=newer_than, min_step=min_step, gcp_conn_id=gcp_conn_id, client=client
+    ).found
+
+
+def _scan_gcs(
+    checkpoint_dir: str, newer_than: int | None, min_step: int | None, client: Any, gcp_conn_id: str
+) -> CheckpointScan:
+    from google.api_core.exceptions import NotFound
+
+    bucket_name, _ = split_gcs_uri(checkpoint_dir)
+    prefix = gcs_object_prefix(checkpoint_dir)
+    try:
+        listing = client.list_blobs(bucket_name, prefix=prefix, delimiter="/", fields="prefixes,nextPageToken")
+        for _page in listing.pages:
+            pass
+    except NotFound:
+        raise FileNotFoundError(
+            f"checkpoint_dir={checkpoint_dir!r}: bucket {bucket_name!r} does not exist "
+            f"(or is not visible to gcp_conn_id={gcp_conn_id!r})"
+        ) from None
+    entries = sorted(listing.prefixes)
+    bucket = client.bucket(bucket_name)
+    partial: list[int] = []
+
+    def is_committed(name: str) -> bool:
+        if bucket.blob(prefix + marker_name(name)).exists():
+            return True
+        partial.append(int(name))
+        return False
+
+    found = newest_committed(
+        checkpoint_dir.rstrip("/"), entries, is_committed=is_committed, newer_than=newer_than, min_step=min_step
+    )
+    return CheckpointScan(checkpoint_dir, found, tuple(partial), newest_step_seen(entries))
+
+
+def _scan_local(checkpoint_dir: str, newer_than: int | None, min_step: int | None) -> CheckpointScan:
+    try:
+        with os.scandir(checkpoint_dir) as listing:
+            entries = [entry.name for entry in listing if entry.is_dir()]
+    except FileNotFoundError:
+        entries = []
+    found = newest_committed(
+        checkpoint_dir.rstrip("/") or "/",
+        entries,
+        is_committed=lambda name: True,  # an integer-named directory has been renamed into place
+        newer_than=newer_than,
+        min_step=min_step,
+    )
+    return CheckpointScan(checkpoint_dir, found, (), newest_step_seen(entries), sum(1 for e in entries if is_temporary(e)))

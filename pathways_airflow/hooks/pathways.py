@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 MAX_RETRY_AFTER = 60.0
+LOG_TAIL_BYTES = 64 * 1024
+"""At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
+can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
+messages and the task log."""
+LOG_LINE_CHARS = 2_000
 CLIENT_LIFETIME = 30 * 60.0
 """Async clients are rebuilt this often: the bearer tokens of GKE and of kubeconfig exec plugins
 last about an hour, and the loaders read them once."""
@@ -206,6 +211,15 @@ def object_path(resource: Resource, namespace: str | None, name: Any, subresourc
     if namespace is not None and (not isinstance(namespace, str) or namespace in ("", ".", "..") or "/" in namespace):
         raise InvalidWorkloadSpec([SpecProblem("namespace", namespace, "is not a Kubernetes namespace name")])
     return resource.path(namespace, name, subresource)
+
+
+def bounded_tail(text: str, lines: int) -> list[str]:
+    """The last ``lines`` lines of ``text``, each cut to ``LOG_LINE_CHARS`` characters with a note
+    of how much was left out (the bytes were already bounded by the request's ``limitBytes``)."""
+    return [
+        line if len(line) <= LOG_LINE_CHARS else f"{line[:LOG_LINE_CHARS]}… ({len(line) - LOG_LINE_CHARS} more characters)"
+        for line in text.splitlines()[-lines:]
+    ]
 
 
 @dataclass(frozen=True)
@@ -403,16 +417,21 @@ class PathwaysHook(BaseHook):
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.list(NODE, label_selector=label_selector)
 
-    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30) -> list[str]:
-        """The last ``lines`` lines a container wrote (empty if the log cannot be read)."""
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30, *, previous: bool = False) -> list[str]:
+        """The last ``lines`` lines a container wrote (of its run before the last restart with
+        ``previous``), bounded in bytes as well as lines (:func:`bounded_tail`); empty if the log
+        cannot be read."""
         try:
             text = self.request(
-                "GET", object_path(POD, namespace, pod, "log"), query={"container": container, "tailLines": lines}, raw=True
+                "GET",
+                object_path(POD, namespace, pod, "log"),
+                query={"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
+                raw=True,
             )
         except Exception as error:
             self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
             return []
-        return text.splitlines()[-lines:]
+        return bounded_tail(text, lines)
 
 
 # --- the asynchronous hook -----------------------------------------------------------------
@@ -616,7 +635,7 @@ class AsyncPathwaysHook(BaseHook):
                 response = await self._call(
                     "GET",
                     object_path(POD, namespace, pod, "log"),
-                    {"container": container, "tailLines": lines, "previous": previous or None},
+                    {"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
                     None,
                     timeout=30,
                 )
@@ -628,7 +647,7 @@ class AsyncPathwaysHook(BaseHook):
                 self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
                 continue
             if text.strip():
-                return text.splitlines()[-lines:]
+                return bounded_tail(text, lines)
         return []
 
 

@@ -702,8 +702,10 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             )
         return self.execute_complete(context, self._wait_here(name))
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Act on how the Job ended: verify and record the output, or report the failure."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
         name = event["name"]
         self._job = (self.namespace, name)
         status = event.get("status")

@@ -552,16 +552,7 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
 
     def _previous_log_tail(self, pod: str, container: str) -> list[str]:
         """The log of the run before the container's last restart (empty if there is none)."""
-        try:
-            text = self.hook.request(
-                "GET",
-                POD.path(self.namespace, pod, "log"),
-                query={"container": container, "tailLines": LOG_TAIL_LINES, "previous": True},
-                raw=True,
-            )
-        except Exception:
-            return []
-        return text.splitlines()[-LOG_TAIL_LINES:]
+        return self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES, previous=True)
 
     def _quoted(self, lines: list[str], pod: str, container: str) -> str:
         if not lines:

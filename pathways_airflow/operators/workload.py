@@ -391,9 +391,15 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         return (start + self.execution_timeout).timestamp()
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], record: dict[str, Any] | None = None
+        self, context: Context, event: dict[str, Any] | None = None, record: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Back from the triggerer: act on the one event it sent."""
+        """Back from the triggerer: act on the one event it sent.
+
+        With no event (``airflow tasks test`` of a task a killed run left deferred), the task
+        looks again, as a retry does: it re-attaches to its live workload, never submits a second.
+        """
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
         record = record or self._recorded(context, event)
         self._submitted = (record["namespace"], record["name"])
         status = event.get("status")

@@ -168,8 +168,10 @@ class CheckpointSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from the triggerer: the committed step, or why it stopped looking."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
         if event.get("status") == "found":
             checkpoint = event["checkpoint"]
             self.log.info("step %s is committed: %s", checkpoint["step"], checkpoint["uri"])

@@ -136,8 +136,10 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> list[str]:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> list[str]:
         """Back from the triggerer: the ready node pools, or why it stopped watching."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
         if event.get("status") == "ready":
             self.log.info("ready TPU slices: %s", ", ".join(event["ready"]))
             return list(event["ready"])

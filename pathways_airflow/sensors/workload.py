@@ -216,8 +216,10 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
             time.sleep(float(self.poke_interval))
             self.read_state()
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from the triggerer: the phase was reached, the workload ended, or the API failed."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
         if event.get("status") != "finished":
             raise KubernetesApiError(f"stopped watching {self.where}: {event.get('message')}")
         state = WorkloadState.from_dict(event["state"])

@@ -565,8 +565,11 @@ class ApiServer:
         since = float(query["sinceSeconds"]) if query.get("sinceSeconds") else None
         timestamps = _truthy(query.get("timestamps"))
         lines = select_lines(stored, now=self.store.clock.now(), tail_lines=tail, since_seconds=since)
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
         if not _truthy(query.get("follow")):
-            return web.Response(text="".join(format_line(t, l, timestamps) for t, l in lines), content_type="text/plain")
+            # limitBytes: the kubelet stops reading after that many bytes of the selected lines.
+            body = "".join(format_line(t, l, timestamps) for t, l in lines).encode()
+            return web.Response(body=body[:limit] if limit else body, content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"})
         await response.prepare(request)
         for when, line in lines:

@@ -86,6 +86,22 @@ def test_a_retry_after_a_crash_between_submit_and_defer_reattaches(pathways_clus
     hook.delete(PATHWAYSJOB, "default", identity.workload_name())
 
 
+def test_resumed_with_no_event_the_task_reattaches_instead_of_crashing(pathways_cluster):
+    """``airflow tasks test`` of a task a killed run left deferred calls execute_complete with no
+    event: the task looks again and re-attaches to its live workload."""
+    hook = PathwaysHook()
+    ti = TaskInstance("dag", "no-event", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator("no-event").execute({"ti": ti})
+    submitted = ours(hook, PATHWAYSJOB, identity)
+    with pytest.raises(TaskDeferred) as again:
+        operator("no-event").execute_complete({"ti": TaskInstance("dag", "no-event", "run-1")})
+    assert [o["metadata"]["uid"] for o in ours(hook, PATHWAYSJOB, identity)] == [submitted[0]["metadata"]["uid"]]
+    assert again.value.trigger.serialize() == deferred.value.trigger.serialize()
+    hook.delete(PATHWAYSJOB, "default", identity.workload_name())
+
+
 def test_a_failed_earlier_attempt_is_replaced_by_a_new_name_and_deleted(pathways_cluster):
     hook = PathwaysHook()
     ti = TaskInstance("dag", "replace", "run-1")

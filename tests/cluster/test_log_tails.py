@@ -1,0 +1,46 @@
+"""A log tail stays small however long a container's lines are: it goes into trigger events,
+exception messages and the task log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pathways_airflow.hooks.pathways import LOG_LINE_CHARS, LOG_TAIL_BYTES, AsyncPathwaysHook, PathwaysHook
+from pathways_airflow.resources import POD
+
+HUGE = 8 * 1024 * 1024
+
+
+def a_pod_that_printed_three_huge_lines(cluster, name: str) -> None:
+    hook = PathwaysHook()
+    hook.create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "python:3.11", "command": ["python3", "serve.py"],
+                                 "env": [{"name": "PATHWAYS_TESTING_PROGRAM", "value": "idle"}]}]},
+    })
+    deadline = time.monotonic() + 30
+    while (hook.get(POD, "default", name) or {}).get("status", {}).get("phase") != "Running":
+        assert time.monotonic() < deadline, "the pod never ran"
+        time.sleep(0.05)
+    log = cluster.logs.log("default", name, "main")
+    now = cluster.clock.now()
+    cluster.call(lambda: log.lines.extend((now, f"tensor {i}: " + "9" * HUGE) for i in range(3)))
+
+
+def test_a_tail_of_megabyte_lines_is_bounded_in_bytes_and_per_line(pathways_cluster):
+    a_pod_that_printed_three_huge_lines(pathways_cluster, "huge-lines")
+
+    lines = PathwaysHook().read_log_tail("default", "huge-lines", "main", 30)
+
+    async def read_async():
+        try:
+            return await AsyncPathwaysHook().read_log_tail("default", "huge-lines", "main", 30)
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    for tail in (lines, asyncio.run(read_async())):
+        assert tail and sum(len(line) for line in tail) <= LOG_TAIL_BYTES
+        assert all(len(line) <= LOG_LINE_CHARS + 40 for line in tail)
+        assert tail[0].startswith("tensor 0: 999") and "more characters)" in tail[0]
+    PathwaysHook().delete(POD, "default", "huge-lines")

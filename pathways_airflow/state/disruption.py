@@ -231,12 +231,27 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None:
+    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values()):
         return Classification(
             Verdict.USER_ERROR,
-            (f"the JobSet's first failed job is the head's ({head_job}) and no pod, node or Job shows a disruption",),
+            (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
         )
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
+
+
+def slice_nodes_disrupted(jobset: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any node the workers could run on (their node selector: accelerator and topology)
+    shows a disruption now. When the lost workers' pods and Jobs were never seen (a triggerer
+    restarted, a watch relisted), their slice's nodes are what is left to say so."""
+    replicated = ((jobset or {}).get("spec") or {}).get("replicatedJobs") or ()
+    worker = next((r for r in replicated if r.get("name") == WORKER_JOB), None)
+    pod_spec = ((((worker or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    selector = pod_spec.get("nodeSelector") or {}
+    return any(
+        node_disruption(node) is not None
+        for node in nodes
+        if all(_labels(node).get(key) == value for key, value in selector.items())
+    )
 
 
 def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
@@ -246,7 +261,8 @@ def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
     deletes a failed attempt's Jobs; a watch relisting after 410 never sees the deletion). The
     JobSet still says which child failed first, ``... (first failed job: <name>)``
     (kubernetes-sigs/jobset ``messageWithFirstFailedJob``). Asked only once no pod, node or Job
-    showed a disruption: the workers' slices are intact and the program on the head stopped.
+    showed a disruption, and only when the nodes of the workers' slice shape are healthy
+    (:func:`slice_nodes_disrupted`): a lost slice also makes the head fail first, as JAX notices.
     """
     if not jobset:
         return None

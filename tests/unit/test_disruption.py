@@ -250,3 +250,19 @@ def test_with_the_pods_gone_a_head_that_failed_first_is_the_users_bug():
 def test_the_jobsets_message_never_overrides_disruption_evidence(evidence):
     verdict = classify(pods=[], nodes=[NODE], **{"jobs": [], **evidence})
     assert verdict.verdict is not Verdict.USER_ERROR
+
+
+def test_a_head_that_failed_first_after_its_slice_was_lost_is_not_called_a_bug():
+    """The workers' pods and Jobs were never seen (a restarted trigger), but a node of the workers'
+    slice shape is NotReady: the head failed first because the slice was lost, as JAX notices."""
+    jobset = failed_jobset("train-pathways-head-0")
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x4"}
+    jobset["spec"] = {"replicatedJobs": [{"name": "worker", "template": {"spec": {"template": {"spec": {"nodeSelector": selector}}}}}]}
+    down = node(**selector)
+    down["status"] = {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}]}
+    other = node(**{"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "4x4"})
+    assert classify(pods=[], nodes=[down], jobs=[], jobset=jobset).verdict is not Verdict.USER_ERROR
+    # A disruption on nodes of another slice shape says nothing about this workload's workers.
+    other["status"] = down["status"]
+    healthy = node(**selector)
+    assert classify(pods=[], nodes=[other, healthy], jobs=[], jobset=jobset).verdict is Verdict.USER_ERROR

@@ -32,9 +32,7 @@ from pathways_airflow.testing.kinds import Kind, KindRegistry
 from pathways_airflow.testing.logs import LogStore, format_line, select_lines
 from pathways_airflow.testing.patch import PatchError, apply_patch
 from pathways_airflow.testing.paths import DiscoveryPath, ResourcePath, parse_api_path
-from pathways_airflow.testing.protobuf import UnsupportedEncoding, decode, is_protobuf
-
-PROTOBUF_KINDS_NOTE = "application/vnd.kubernetes.protobuf for ConfigMaps, Secrets, Namespaces, ServiceAccounts and RBAC objects"
+from pathways_airflow.testing.protobuf import PROTOBUF, READABLE_KINDS, UnsupportedEncoding, decode, is_protobuf
 from pathways_airflow.testing.rbac import Authorizer, UserInfo
 from pathways_airflow.testing.selectors import (
     SelectorError,
@@ -258,7 +256,7 @@ class ApiServer:
                 raise unsupported_media_type(str(error)) from None
         if content_type.split(";")[0].strip().lower() not in ("application/json", ""):
             raise unsupported_media_type(
-                f"the local cluster reads request bodies as application/json (or {PROTOBUF_KINDS_NOTE}), not {content_type}"
+                f"the local cluster reads request bodies as application/json (or {PROTOBUF} for {READABLE_KINDS}), not {content_type}"
             )
         try:
             body = await request.json(loads=json.loads)

@@ -84,6 +84,9 @@ KINDS: dict[tuple[str, str], str] = {
 }
 """The kinds whose protobuf bodies are read: what kubectl's ``create`` subcommands make."""
 
+READABLE_KINDS = ", ".join(kind for _, kind in KINDS)
+"""The same kinds, for messages that say what the local cluster reads."""
+
 
 class UnsupportedEncoding(ValueError):
     """A body the local API server cannot read: it answers 415 Unsupported Media Type."""
@@ -107,7 +110,7 @@ def decode(body: bytes) -> dict[str, Any]:
         if message is None:
             raise UnsupportedEncoding(
                 f"{api_version} {kind} in protobuf is not read by the local cluster (it reads "
-                f"{', '.join(k for _, k in KINDS)}); send application/json"
+                f"{READABLE_KINDS}); send application/json"
             )
         obj = classes[message].FromString(envelope.raw)
     except DecodeError as error:

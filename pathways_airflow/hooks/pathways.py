@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
 from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from pathways_airflow import well_known
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.resources import NODE, POD, Resource, resource_of
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 MAX_RETRY_AFTER = 60.0
+LOG_TAIL_LINES = 30
+"""How many log lines a failure quotes: enough for a traceback, few enough to read."""
 LOG_TAIL_BYTES = 64 * 1024
 """At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
 can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
@@ -401,12 +404,12 @@ class PathwaysHook(BaseHook):
 
         pathwaysjob = self.get(PATHWAYSJOB, namespace, name) if backend == "pathwaysjob" else None
         jobset = self.get(JOBSET, namespace, name)
-        pods = self.list(POD, namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}") if jobset else []
+        pods = self.list(POD, namespace, label_selector=f"{well_known.JOBSET_NAME}={name}") if jobset else []
         kueue = None
         if jobset is not None:
             uid = jobset["metadata"].get("uid", "")
             try:
-                found = self.list(KUEUE_WORKLOAD, namespace, label_selector=f"kueue.x-k8s.io/job-uid={uid}")
+                found = self.list(KUEUE_WORKLOAD, namespace, label_selector=f"{well_known.KUEUE_JOB_UID}={uid}")
             except Exception as error:  # Kueue not installed: no Workload to read
                 if _status_of(error) != 404:
                     raise
@@ -417,7 +420,7 @@ class PathwaysHook(BaseHook):
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.list(NODE, label_selector=label_selector)
 
-    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30, *, previous: bool = False) -> list[str]:
+    def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES, *, previous: bool = False) -> list[str]:
         """The last ``lines`` lines a container wrote (of its run before the last restart with
         ``previous``), bounded in bytes as well as lines (:func:`bounded_tail`); empty if the log
         cannot be read."""
@@ -628,7 +631,7 @@ class AsyncPathwaysHook(BaseHook):
     async def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return list((await self.list(NODE, label_selector=label_selector)).get("items") or [])
 
-    async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = 30) -> list[str]:
+    async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines of a container's log, or of its previous run when it has restarted."""
         for previous in (False, True):
             try:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import (
     COMMIT_MARKER,
@@ -72,8 +73,6 @@ OUTPUT_STEP = 0
 """``generate_param_only_checkpoint`` always saves its output as step 0."""
 PROVENANCE_FILE = "pathways_airflow_source.json"
 CONTAINER_NAME = "convert"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-LOG_TAIL_LINES = 30
 DEFAULT_POLL_INTERVAL = 10.0
 DELETE_WAIT_SECONDS = 120.0
 
@@ -849,7 +848,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         return (start + self.execution_timeout).timestamp()
 
     def _pods(self, name: str) -> list[dict[str, Any]]:
-        return self.hook.list(POD, self.namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+        return self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={name}")
 
     def _failure(self, name: str, outcome: JobOutcome) -> tuple[str, int | None, str | None]:
         """The message (cause, exit code, last log lines, where to look), the exit code, the disruption."""
@@ -860,7 +859,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         if pod and exit_code is not None:
             parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
         if pod:
-            lines = self.hook.read_log_tail(self.namespace, pod, container or CONTAINER_NAME, LOG_TAIL_LINES)
+            lines = self.hook.read_log_tail(self.namespace, pod, container or CONTAINER_NAME)
             if lines:
                 parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
         else:
@@ -871,14 +870,14 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
 
     def _log_tail(self, name: str) -> None:
         for pod in self._pods(name)[-1:]:
-            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], CONTAINER_NAME, LOG_TAIL_LINES)
+            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], CONTAINER_NAME)
             if lines:
                 self.log.info("last lines of %s:\n%s", pod["metadata"]["name"], "\n".join(lines))
 
     def _kubectl_hint(self, name: str) -> str:
         return (
             f"Look further with: kubectl -n {self.namespace} describe job {name}; "
-            f"kubectl -n {self.namespace} logs -l {JOB_NAME_LABEL}={name}"
+            f"kubectl -n {self.namespace} logs -l {well_known.JOB_NAME}={name}"
         )
 
     def _finish(self, name: str) -> None:

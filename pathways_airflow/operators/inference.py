@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
@@ -61,8 +62,6 @@ from pathways_airflow.spec.serving import (
     GRPC_PORT,
     HEALTH_PATH,
     HTTP_PORT,
-    LWS_NAME_LABEL,
-    LWS_WORKER_INDEX_LABEL,
     SERVER_CONTAINER,
     BenchmarkRun,
     JetStreamServer,
@@ -82,8 +81,6 @@ from pathways_airflow.spec.serving import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-LOG_TAIL_LINES = 30
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOB_DEADLINE_GRACE = 300
 """Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
 NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
@@ -169,7 +166,7 @@ def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, A
     size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     leader = next(
-        (p for p in live if (p["metadata"].get("labels") or {}).get(LWS_WORKER_INDEX_LABEL) == "0"), None
+        (p for p in live if (p["metadata"].get("labels") or {}).get(well_known.LWS_WORKER_INDEX) == "0"), None
     )
     disrupted = leader is not None and condition_true(leader, "DisruptionTarget")
     crash = crashed_container(leader, SERVER_CONTAINER) if leader and not disrupted else None
@@ -484,7 +481,7 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         def step() -> ServerProgress | None:
             lws = self.hook.get(LEADERWORKERSET, self.namespace, names.lws)
             pods = (
-                self.hook.list(POD, self.namespace, label_selector=f"{LWS_NAME_LABEL}={names.lws}")
+                self.hook.list(POD, self.namespace, label_selector=f"{well_known.LWS_NAME}={names.lws}")
                 if lws
                 else []
             )
@@ -548,11 +545,11 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
             return False
 
     def _log_tail(self, pod: str, container: str) -> list[str]:
-        return self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES)
+        return self.hook.read_log_tail(self.namespace, pod, container)
 
     def _previous_log_tail(self, pod: str, container: str) -> list[str]:
         """The log of the run before the container's last restart (empty if there is none)."""
-        return self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES, previous=True)
+        return self.hook.read_log_tail(self.namespace, pod, container, previous=True)
 
     def _quoted(self, lines: list[str], pod: str, container: str) -> str:
         if not lines:
@@ -588,7 +585,7 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
     def _kubectl_hint(self, names: ServingNames) -> str:
         return (
             f"Look further with: kubectl -n {self.namespace} describe leaderworkerset {names.lws}; "
-            f"kubectl -n {self.namespace} get pods -l {LWS_NAME_LABEL}={names.lws}"
+            f"kubectl -n {self.namespace} get pods -l {well_known.LWS_NAME}={names.lws}"
         )
 
     def _delete_created(self, *, wait: bool) -> None:
@@ -615,7 +612,7 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
     def _wait_gone(self, objects: Sequence[tuple[Resource, str, str]]) -> None:
         """Until the objects and their pods are gone (the TPUs are free), at most ``cleanup_timeout``."""
         selectors = [
-            f"{LWS_NAME_LABEL}={name}" if resource is LEADERWORKERSET else f"{JOB_NAME_LABEL}={name}"
+            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
             for resource, _, name in objects
             if resource in (LEADERWORKERSET, JOB)
         ]
@@ -880,7 +877,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
                 f"benchmark Job {self.namespace}/{names.job} did not finish within "
                 f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
             )
-        pods = self.hook.list(POD, self.namespace, label_selector=f"{JOB_NAME_LABEL}={names.job}")
+        pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
         if job_outcome(done) == "failed":
             raise self._benchmark_failed(done, pods, names)
         for pod in pods:
@@ -1100,7 +1097,7 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
             self.log.info("nothing to delete: the server is already gone")
             return deleted
         selectors = [
-            f"{LWS_NAME_LABEL}={name}" if resource is LEADERWORKERSET else f"{JOB_NAME_LABEL}={name}"
+            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
             for resource, name in targets
             if resource in (LEADERWORKERSET, JOB)
         ]

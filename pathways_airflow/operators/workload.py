@@ -1,8 +1,8 @@
 """``PathwaysJobOperator``: run a program on TPU slices as a Pathways workload.
 
-This module holds the operator's parameters, templating and dry run. Every decision — is the
-spec valid, what is the name, what is the manifest — is made by the pure ``spec`` package; the
-operator only gathers its (rendered) parameters and asks.
+The operator gathers its (rendered) parameters, submits, waits (in the triggerer or here) and
+resubmits after a disruption. Every decision — is the spec valid, what is the manifest, what a
+failure means — is made by the pure ``spec`` and ``state`` packages; the operator asks and acts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
+from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.exceptions import (
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 STATE_KEY = "pathways_workload"
 """Key of the task state store entry (and of the XCom) that names the task's workload."""
-LOG_TAIL_LINES = 30
-"""The run id ``render_manifest()`` uses without a context, so a dry run never names a real run."""
 
 # Parameters that go straight into ``build_workload`` under the same name.
 _WORKLOAD_FIELDS = (
@@ -594,7 +593,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         container = self.container_name if self.image else None
         if pod is None or container is None:
             return
-        lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], container, LOG_TAIL_LINES)
+        lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], container)
         if lines:
             self.log.info("last lines of %s/%s:\n%s", pod["metadata"]["name"], container, "\n".join(lines))
 
@@ -612,7 +611,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         if failure or found:
             pod, container, exit_code = (failure["pod"], failure["container"], failure["exit_code"]) if failure else found
             parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
-            lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container, LOG_TAIL_LINES)
+            lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container)
             if lines:
                 parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
             else:
@@ -627,7 +626,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"
         return (
             f"Look further with: kubectl -n {self.namespace} describe {kind} {name}; "
-            f"kubectl -n {self.namespace} get pods -l jobset.sigs.k8s.io/jobset-name={name}"
+            f"kubectl -n {self.namespace} get pods -l {well_known.JOBSET_NAME}={name}"
         )
 
     def _link_fields(self) -> dict[str, Any]:

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.providers.common.compat.sdk import conf
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.exceptions import KubernetesApiError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.state.slices import (
-    ACCELERATOR_LABEL,
-    TOPOLOGY_LABEL,
     SliceRequest,
     slice_readiness,
     slice_request,
@@ -104,7 +103,7 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         request = self.slice_request()
-        selector = f"{ACCELERATOR_LABEL}={request.machine_type.accelerator},{TOPOLOGY_LABEL}={request.topology}"
+        selector = f"{well_known.ACCELERATOR}={request.machine_type.accelerator},{well_known.TOPOLOGY}={request.topology}"
         readiness = slice_readiness(self.hook.list_nodes(label_selector=selector), request, now=time.time())
         summary = readiness.summary()
         if summary != self._last_summary:

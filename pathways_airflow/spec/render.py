@@ -20,6 +20,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.workload import CustomComponent, MainContainer, Workload
 
 PATHWAYSJOB_API_VERSION = "pathways-job.pathways.domain/v1"
@@ -33,11 +34,6 @@ RESOURCE_MANAGER_PORT = 29001
 WORKER_PORT = 29005
 IMAGE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"
 
 XPK_SYSTEM_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
 """Exit codes that mean "the system failed", as xpk classifies them; the rest are user errors."""
@@ -225,7 +221,7 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
 
 
 def _coordinator_env(name: str) -> dict[str, Any]:
-    return _field_env(name, f"metadata.labels['{COORDINATOR_LABEL}']")
+    return _field_env(name, f"metadata.labels['{well_known.COORDINATOR}']")
 
 
 def _metrics_flags(workload: Workload) -> list[str]:
@@ -249,8 +245,8 @@ def _resource_manager(workload: Workload) -> dict[str, Any]:
             *_extra_flags(workload, "pathways_server"),
         ],
         "env": [
-            _field_env("REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
-            _field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
+            _field_env("REPLICATED_JOB_NAME", f"metadata.annotations['{well_known.REPLICATED_JOB}']"),
+            _field_env("JOBSET_NAME", f"metadata.annotations['{well_known.JOBSET_NAME}']"),
             _coordinator_env("HOST_ADDRESS"),
             {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
             *_extra_env(workload, "pathways_server"),
@@ -296,8 +292,8 @@ def _pathways_client_env() -> list[dict[str, Any]]:
 def _tpu_node_selector(workload: Workload) -> dict[str, str]:
     return {
         **workload.node_selector,
-        ACCELERATOR_LABEL: workload.machine_type.accelerator,
-        TOPOLOGY_LABEL: workload.shape.topology,
+        well_known.ACCELERATOR: workload.machine_type.accelerator,
+        well_known.TOPOLOGY: workload.shape.topology,
     }
 
 
@@ -326,7 +322,7 @@ def _head_job(
         pod["nodeSelector"] = _tpu_node_selector(workload)
         annotations: dict[str, str] = dict(workload.annotations)
     else:
-        annotations = {**workload.annotations, EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}
+        annotations = {**workload.annotations, well_known.EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}
 
     job: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
     rules = _disruption_rules(policy)
@@ -384,8 +380,8 @@ def _worker_job(workload: Workload, name: str, policy: JobSetFailurePolicy) -> d
             {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
             {"name": "MEGASCALE_GRPC_ENABLE_XOR_TRACER", "value": "false"},
             _field_env("MEGASCALE_NUM_SLICES", "metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']"),
-            _field_env("JOBSET_NAME", "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"),
-            _field_env("REPLICATED_JOB_NAME", "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']"),
+            _field_env("JOBSET_NAME", f"metadata.annotations['{well_known.JOBSET_NAME}']"),
+            _field_env("REPLICATED_JOB_NAME", f"metadata.annotations['{well_known.REPLICATED_JOB}']"),
             _field_env("MEGASCALE_SLICE_ID", "metadata.labels['jobset.sigs.k8s.io/job-index']"),
             _coordinator_env("PATHWAYS_HEAD"),
             _coordinator_env("MEGASCALE_COORDINATOR_ADDRESS"),
@@ -426,21 +422,20 @@ def _worker_job(workload: Workload, name: str, policy: JobSetFailurePolicy) -> d
     if rules:
         job["podFailurePolicy"] = {"rules": rules}
         pod["restartPolicy"] = "Never"
-    job["template"] = {"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}}, "spec": pod}
+    job["template"] = {"metadata": {"annotations": {well_known.EXCLUSIVE_TOPOLOGY: well_known.NODEPOOL}}, "spec": pod}
     return {"name": WORKER_JOB, "replicas": workload.num_slices, "template": {"spec": job}}
 
 
 def _colocated_worker_affinity(name: str) -> dict[str, Any]:
     """Keep a colocated workload's workers together on its node pools and other JobSets off them."""
-    jobset_name = "jobset.sigs.k8s.io/jobset-name"
     return {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
                     "labelSelector": {
-                        "matchExpressions": [{"key": jobset_name, "operator": "In", "values": [name]}]
+                        "matchExpressions": [{"key": well_known.JOBSET_NAME, "operator": "In", "values": [name]}]
                     },
-                    "topologyKey": NODEPOOL_LABEL,
+                    "topologyKey": well_known.NODEPOOL,
                 }
             ]
         },
@@ -449,11 +444,11 @@ def _colocated_worker_affinity(name: str) -> dict[str, Any]:
                 {
                     "labelSelector": {
                         "matchExpressions": [
-                            {"key": jobset_name, "operator": "NotIn", "values": [name]},
+                            {"key": well_known.JOBSET_NAME, "operator": "NotIn", "values": [name]},
                             {"key": "job-name", "operator": "Exists"},
                         ]
                     },
-                    "topologyKey": NODEPOOL_LABEL,
+                    "topologyKey": well_known.NODEPOOL,
                 }
             ]
         },

@@ -41,10 +41,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathways_airflow import well_known
 from pathways_airflow.checkpoints import ITEMS_DIR, join
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns_label
-from pathways_airflow.spec.render import ACCELERATOR_LABEL, IMAGE_REPOSITORY, NODEPOOL_LABEL, TOPOLOGY_LABEL
+from pathways_airflow.spec.render import IMAGE_REPOSITORY
 from pathways_airflow.spec.tpu import SliceShape, resolve_machine_type, slice_shape
 from pathways_airflow.spec.workload import (
     MAX_INT32,
@@ -60,10 +61,6 @@ from pathways_airflow.spec.workload import (
 )
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-LWS_PREFIX = "leaderworkerset.sigs.k8s.io"
-LWS_NAME_LABEL = f"{LWS_PREFIX}/name"
-LWS_WORKER_INDEX_LABEL = f"{LWS_PREFIX}/worker-index"
-LWS_EXCLUSIVE_TOPOLOGY = f"{LWS_PREFIX}/exclusive-topology"
 LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 
 PROXY_PORT = 38681
@@ -430,7 +427,7 @@ def _node_selector(problems: list[SpecProblem], value: Any) -> dict[str, str]:
     ):
         problems.append(SpecProblem("node_selector", value, "must map label names to label values (strings)"))
         return {}
-    owned = sorted(set(value) & {ACCELERATOR_LABEL, TOPOLOGY_LABEL})
+    owned = sorted(set(value) & {well_known.ACCELERATOR, well_known.TOPOLOGY})
     if owned:
         problems.append(SpecProblem("node_selector", owned[0], "is set from tpu/machine_type and topology"))
     return dict(value)
@@ -440,8 +437,8 @@ def _tpu_pod_spec(server: JetStreamServer, containers: list[dict[str, Any]]) -> 
     spec: dict[str, Any] = {
         "nodeSelector": {
             **server.node_selector,
-            ACCELERATOR_LABEL: server.shape.machine_type.accelerator,
-            TOPOLOGY_LABEL: server.shape.topology,
+            well_known.ACCELERATOR: server.shape.machine_type.accelerator,
+            well_known.TOPOLOGY: server.shape.topology,
         },
         "tolerations": [dict(_TPU_TOLERATION)],
         "containers": containers,
@@ -576,7 +573,7 @@ def render_leaderworkerset(
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
         "metadata": _metadata(
-            name, namespace, labels, {**(annotations or {}), LWS_EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL}
+            name, namespace, labels, {**(annotations or {}), well_known.LWS_EXCLUSIVE_TOPOLOGY: well_known.NODEPOOL}
         ),
         "spec": {
             "replicas": 1,
@@ -597,7 +594,7 @@ def render_leaderworkerset(
 
 def service_selector(lws_name: str) -> dict[str, str]:
     """The leader pod of the server: LWS labels every pod with its name and worker index (0 = leader)."""
-    return {LWS_NAME_LABEL: lws_name, LWS_WORKER_INDEX_LABEL: "0"}
+    return {well_known.LWS_NAME: lws_name, well_known.LWS_WORKER_INDEX: "0"}
 
 
 def render_service(

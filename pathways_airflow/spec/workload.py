@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns_label
 from pathways_airflow.spec.tpu import (
@@ -40,8 +41,6 @@ MAX_INT64 = 2**63 - 1
 # Containers the Pathways layout adds next to the user's; the main container may not take their names.
 RESERVED_CONTAINER_NAMES = ("pathways-rm", "pathways-proxy", "pathways-worker", "colocated-python-sidecar")
 
-QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 RESERVATION_SELECTOR = "cloud.google.com/reservation-name"
 SPOT_SELECTOR = "cloud.google.com/gke-spot"
 
@@ -112,7 +111,7 @@ class Workload:
 
     @property
     def queue_name(self) -> str | None:
-        return self.labels.get(QUEUE_NAME_LABEL)
+        return self.labels.get(well_known.QUEUE_NAME)
 
     @property
     def total_chips(self) -> int:
@@ -257,8 +256,8 @@ def build_workload(
 
     all_labels = dict(string_mapping(problems, "labels", labels or {}, labels_like=True))
     for fieldname, label, value in (
-        ("queue_name", QUEUE_NAME_LABEL, queue_name),
-        ("priority_class", PRIORITY_CLASS_LABEL, priority_class),
+        ("queue_name", well_known.QUEUE_NAME, queue_name),
+        ("priority_class", well_known.PRIORITY_CLASS, priority_class),
     ):
         if value is None:
             continue

@@ -15,16 +15,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from pathways_airflow.state.conditions import condition, true_condition
+from pathways_airflow import well_known
 from pathways_airflow.spec.render import WORKER_JOB, XPK_SYSTEM_EXIT_CODES
 
-ACTIVE_MAINTENANCE = "cloud.google.com/active-node-maintenance"
-SCHEDULED_MAINTENANCE = "cloud.google.com/scheduled-maintenance-time"
-IMPENDING_TERMINATION = "cloud.google.com/impending-node-termination"
-SPOT = "cloud.google.com/gke-spot"
-RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
-REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
-JOB_NAME = "batch.kubernetes.io/job-name"
 NO_EVIDENCE = "no pod shows why it stopped"
 HEAD_JOB = "pathways-head"
 FIRST_FAILED_JOB = re.compile(r"\(first failed job: ([^)\s]+)\)")
@@ -80,14 +75,6 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((obj.get("status") or {}).get("conditions") or ())
-
-
-def _true(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    return next((c for c in _conditions(obj) if c.get("type") == type_ and c.get("status") == "True"), None)
-
-
 def node_disruption(node: Mapping[str, Any] | None) -> tuple[Verdict, str] | None:
     """What a node says happened to it, if anything."""
     if node is None:
@@ -95,15 +82,15 @@ def node_disruption(node: Mapping[str, Any] | None) -> tuple[Verdict, str] | Non
     name = (node.get("metadata") or {}).get("name", "?")
     labels = _labels(node)
     taints = [t.get("key") for t in (node.get("spec") or {}).get("taints") or ()]
-    ready = next((c for c in _conditions(node) if c.get("type") == "Ready"), None)
-    if ACTIVE_MAINTENANCE in labels:
-        return Verdict.MAINTENANCE, f"node {name}: {ACTIVE_MAINTENANCE}={labels[ACTIVE_MAINTENANCE]}"
-    if labels.get(SPOT) == "true" and (IMPENDING_TERMINATION in taints or (ready and ready.get("status") != "True")):
+    ready = condition(node, "Ready")
+    if well_known.ACTIVE_MAINTENANCE in labels:
+        return Verdict.MAINTENANCE, f"node {name}: {well_known.ACTIVE_MAINTENANCE}={labels[well_known.ACTIVE_MAINTENANCE]}"
+    if labels.get(well_known.SPOT) == "true" and (well_known.IMPENDING_TERMINATION in taints or (ready and ready.get("status") != "True")):
         return Verdict.PREEMPTION, f"node {name}: Spot, being reclaimed"
-    if IMPENDING_TERMINATION in taints:
-        if SCHEDULED_MAINTENANCE in labels:
-            return Verdict.MAINTENANCE, f"node {name}: {IMPENDING_TERMINATION} taint, maintenance scheduled"
-        return Verdict.SLICE_FAILURE, f"node {name}: {IMPENDING_TERMINATION} taint"
+    if well_known.IMPENDING_TERMINATION in taints:
+        if well_known.SCHEDULED_MAINTENANCE in labels:
+            return Verdict.MAINTENANCE, f"node {name}: {well_known.IMPENDING_TERMINATION} taint, maintenance scheduled"
+        return Verdict.SLICE_FAILURE, f"node {name}: {well_known.IMPENDING_TERMINATION} taint"
     if ready is not None and ready.get("status") != "True":
         return Verdict.SLICE_FAILURE, f"node {name}: Ready={ready.get('status')} ({ready.get('reason', '')})"
     return None
@@ -112,7 +99,7 @@ def node_disruption(node: Mapping[str, Any] | None) -> tuple[Verdict, str] | Non
 def pod_disruption(pod: Mapping[str, Any]) -> str | None:
     """The pod's own sign of having been disrupted, if any."""
     name = (pod.get("metadata") or {}).get("name", "?")
-    target = _true(pod, "DisruptionTarget")
+    target = true_condition(pod, "DisruptionTarget")
     if target is not None:
         return f"pod {name}: DisruptionTarget ({target.get('reason', '')})"
     reason = (pod.get("status") or {}).get("reason")
@@ -145,13 +132,13 @@ def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, 
     found: list[str] = []
     for job in jobs:
         meta = job.get("metadata") or {}
-        if _labels(job).get(REPLICATED_JOB) != WORKER_JOB or meta.get("deletionTimestamp"):
+        if _labels(job).get(well_known.REPLICATED_JOB) != WORKER_JOB or meta.get("deletionTimestamp"):
             continue
         counted = int((job.get("status") or {}).get("failed") or 0)
         crashed = sum(
             1
             for pod in pods
-            if _labels(pod).get(JOB_NAME) == meta.get("name")
+            if _labels(pod).get(well_known.JOB_NAME) == meta.get("name")
             and (pod.get("status") or {}).get("phase") == "Failed"
             and pod_disruption(pod) is None
             and main_exit(pod) is not None
@@ -176,11 +163,11 @@ def classify(
     """The verdict on why the workload's current attempt stopped."""
     if kueue_workload is not None:
         for type_ in ("Evicted", "Preempted"):
-            found = _true(kueue_workload, type_)
+            found = true_condition(kueue_workload, type_)
             if found:
                 return Classification(Verdict.QUEUE_EVICTION, (f"Kueue Workload {type_} ({found.get('reason', '')}): {found.get('message', '')}",))
     attempt = str((jobset or {}).get("status", {}).get("restarts", 0)) if jobset else None
-    current = [p for p in pods if attempt is None or _labels(p).get(RESTART_ATTEMPT, attempt) == attempt] or list(pods)
+    current = [p for p in pods if attempt is None or _labels(p).get(well_known.RESTART_ATTEMPT, attempt) == attempt] or list(pods)
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
 
     evidence: list[str] = []
@@ -192,7 +179,7 @@ def classify(
         evidence.append(sign)
         node_name = (pod.get("spec") or {}).get("nodeName")
         said = node_disruption(by_name.get(node_name)) if node_name else None
-        target = _true(pod, "DisruptionTarget") or {}
+        target = true_condition(pod, "DisruptionTarget") or {}
         if said:
             verdicts.append(said[0])
             evidence.append(said[1])
@@ -203,11 +190,11 @@ def classify(
         else:
             verdicts.append(Verdict.UNKNOWN_INFRA)
     for job in jobs:
-        failed = _true(job, "Failed")
+        failed = true_condition(job, "Failed")
         if failed and failed.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in failed.get("message", ""):
             evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {failed.get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
-    current_jobs = [j for j in jobs if attempt is None or _labels(j).get(RESTART_ATTEMPT, attempt) == attempt]
+    current_jobs = [j for j in jobs if attempt is None or _labels(j).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
     for sign in lost_workers(current_jobs, current):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
@@ -216,7 +203,7 @@ def classify(
             if preferred in verdicts:
                 return Classification(preferred, tuple(dict.fromkeys(evidence)))
 
-    heads = [p for p in current if _labels(p).get(REPLICATED_JOB) == "pathways-head"] or current
+    heads = [p for p in current if _labels(p).get(well_known.REPLICATED_JOB) == "pathways-head"] or current
     for pod in heads:
         ended = main_exit(pod)
         if ended is None:
@@ -266,7 +253,7 @@ def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
     """
     if not jobset:
         return None
-    failed = _true(jobset, "Failed")
+    failed = true_condition(jobset, "Failed")
     found = FIRST_FAILED_JOB.search((failed or {}).get("message") or "")
     name = (jobset.get("metadata") or {}).get("name")
     if found and name and found.group(1).startswith(f"{name}-{HEAD_JOB}-"):

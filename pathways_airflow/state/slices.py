@@ -20,14 +20,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from pathways_airflow.state.conditions import condition, is_true
+from pathways_airflow import well_known
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
-from pathways_airflow.spec.render import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from pathways_airflow.spec.tpu import MACHINE_TYPES, MachineType, resolve_machine_type, slice_shape
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-SCHEDULED_MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
-ACTIVE_MAINTENANCE_LABEL = "cloud.google.com/active-node-maintenance"
-IMPENDING_TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
 
 Node = Mapping[str, Any]
 
@@ -128,13 +125,11 @@ def _name(node: Node) -> str:
 
 def is_ready(node: Node) -> bool:
     """The kubelet reports ``Ready=True``."""
-    conditions = (node.get("status") or {}).get("conditions") or ()
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return is_true(node, "Ready")
 
 
 def not_ready_reason(node: Node) -> str:
-    conditions = (node.get("status") or {}).get("conditions") or ()
-    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    ready = condition(node, "Ready")
     if ready is None:
         return "no Ready condition"
     return str(ready.get("reason") or f"Ready={ready.get('status')}")
@@ -145,17 +140,17 @@ def is_cordoned(node: Node) -> bool:
 
 
 def is_under_maintenance(node: Node) -> bool:
-    return ACTIVE_MAINTENANCE_LABEL in _labels(node)
+    return well_known.ACTIVE_MAINTENANCE in _labels(node)
 
 
 def is_terminating(node: Node) -> bool:
     taints = (node.get("spec") or {}).get("taints") or ()
-    return any(t.get("key") == IMPENDING_TERMINATION_TAINT for t in taints)
+    return any(t.get("key") == well_known.IMPENDING_TERMINATION for t in taints)
 
 
 def scheduled_maintenance(node: Node) -> float | None:
     """Unix seconds of the node's next maintenance, if GKE announced one (and it parses)."""
-    value = _labels(node).get(SCHEDULED_MAINTENANCE_LABEL)
+    value = _labels(node).get(well_known.SCHEDULED_MAINTENANCE)
     try:
         return float(value) if value is not None else None
     except ValueError:
@@ -169,11 +164,11 @@ def matches(node: Node, request: SliceRequest) -> bool:
     label but not the number of VMs per slice, so the instance type decides where GKE sets it.
     """
     labels = _labels(node)
-    if labels.get(ACCELERATOR_LABEL) != request.machine_type.accelerator:
+    if labels.get(well_known.ACCELERATOR) != request.machine_type.accelerator:
         return False
-    if labels.get(TOPOLOGY_LABEL) != request.topology:
+    if labels.get(well_known.TOPOLOGY) != request.topology:
         return False
-    instance_type = labels.get(INSTANCE_TYPE_LABEL)
+    instance_type = labels.get(well_known.INSTANCE_TYPE)
     return instance_type is None or instance_type not in MACHINE_TYPES or instance_type == request.machine_type.name
 
 
@@ -265,7 +260,7 @@ def slice_readiness(nodes: Iterable[Node], request: SliceRequest, *, now: float)
     pools: dict[str, list[Node]] = {}
     for node in nodes:
         if matches(node, request):
-            pools.setdefault(_labels(node).get(NODEPOOL_LABEL, ""), []).append(node)
+            pools.setdefault(_labels(node).get(well_known.NODEPOOL, ""), []).append(node)
     ready: list[str] = []
     not_ready: dict[str, str] = {}
     for pool in sorted(pools):

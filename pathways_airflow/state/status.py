@@ -27,18 +27,16 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import HEAD_JOB, USER_ERROR_RULE_NAME, WORKER_JOB
-from pathways_airflow.spec.workload import QUEUE_NAME_LABEL, RESERVED_CONTAINER_NAMES
+from pathways_airflow.spec.workload import RESERVED_CONTAINER_NAMES
+from pathways_airflow.state.conditions import condition, conditions, is_true
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
 
 Obj = Mapping[str, Any]
 
-JOBSET_PREFIX = "jobset.sigs.k8s.io"
-REPLICATED_JOB_LABEL = f"{JOBSET_PREFIX}/replicatedjob-name"
-JOB_INDEX_LABEL = f"{JOBSET_PREFIX}/job-index"
-RESTART_ATTEMPT_LABEL = f"{JOBSET_PREFIX}/restart-attempt"
 
 DISRUPTED_POD_REASONS = ("Terminated", "NodeShutdown", "Evicted", "Preempting")
 """``status.reason`` of a pod its node ended: graceful shutdown, refused in shutdown, pressure eviction."""
@@ -77,19 +75,6 @@ def _name(obj: Obj | None) -> str:
     return str(_metadata(obj).get("name", ""))
 
 
-def condition(obj: Obj | None, type_: str) -> Mapping[str, Any] | None:
-    """The condition of ``type_`` in ``status.conditions``, whatever its status."""
-    for item in _status(obj).get("conditions") or ():
-        if isinstance(item, Mapping) and item.get("type") == type_:
-            return item
-    return None
-
-
-def has_true_condition(obj: Obj | None, type_: str) -> bool:
-    found = condition(obj, type_)
-    return found is not None and found.get("status") == "True"
-
-
 def _as_int(value: Any, default: int = 0) -> int:
     try:
         return int(value)
@@ -122,7 +107,7 @@ def restarts_of(jobset: Obj | None) -> int:
 
 
 def _attempt_label(pod: Obj) -> int | None:
-    value = _labels(pod).get(RESTART_ATTEMPT_LABEL)
+    value = _labels(pod).get(well_known.RESTART_ATTEMPT)
     return _as_int(value, -1) if value is not None else None
 
 
@@ -141,7 +126,7 @@ def pods_of_current_attempt(observation: Observation) -> list[Obj]:
 
 
 def _replicated_job_of(pod: Obj) -> str:
-    return _labels(pod).get(REPLICATED_JOB_LABEL, "")
+    return _labels(pod).get(well_known.REPLICATED_JOB, "")
 
 
 def _newest_first(pods: Iterable[Obj]) -> list[Obj]:
@@ -186,7 +171,7 @@ def pods_per_slice(jobset: Obj | None) -> int:
 def is_running_and_ready(pod: Obj) -> bool:
     return (
         _status(pod).get("phase") == "Running"
-        and has_true_condition(pod, "Ready")
+        and is_true(pod, "Ready")
         and not _is_being_deleted(pod)
     )
 
@@ -197,7 +182,7 @@ def slices_ready(observation: Observation) -> int:
     ready_per_slice: dict[str, int] = {}
     for pod in pods_of_current_attempt(observation):
         if _replicated_job_of(pod) == WORKER_JOB and is_running_and_ready(pod):
-            index = _labels(pod).get(JOB_INDEX_LABEL, "0")
+            index = _labels(pod).get(well_known.JOB_INDEX, "0")
             ready_per_slice[index] = ready_per_slice.get(index, 0) + 1
     return sum(1 for count in ready_per_slice.values() if count >= needed)
 
@@ -315,11 +300,11 @@ def workload_state(observation: Observation) -> WorkloadState:
     jobset = observation.jobset
     if jobset is None:
         return state_before_the_jobset_exists(observation)
-    if has_true_condition(jobset, "Completed") or _status(jobset).get("terminalState") == "Completed":
+    if is_true(jobset, "Completed") or _status(jobset).get("terminalState") == "Completed":
         return _with_counts(
             observation, WorkloadState(Phase.SUCCEEDED, message=_said(condition(jobset, "Completed")))
         )
-    if has_true_condition(jobset, "Failed") or _status(jobset).get("terminalState") == "Failed":
+    if is_true(jobset, "Failed") or _status(jobset).get("terminalState") == "Failed":
         return _with_counts(observation, state_of_a_failed_jobset(observation))
     deleted = state_of_a_workload_being_deleted(observation)
     if deleted is not None:
@@ -478,7 +463,7 @@ def state_of_a_workload_being_deleted(observation: Observation) -> WorkloadState
 def state_from_kueue(observation: Observation) -> WorkloadState | None:
     """QUEUED while Kueue has not admitted the workload (or evicted it); FAILED when it never can."""
     workload = observation.kueue_workload
-    if workload is None or has_true_condition(workload, "Finished"):
+    if workload is None or is_true(workload, "Finished"):
         return None
     evicted = condition(workload, "Evicted")
     if evicted is not None and evicted.get("status") == "True" and not readmitted_since(workload, evicted):
@@ -527,7 +512,7 @@ def state_of_a_suspended_jobset(observation: Observation) -> WorkloadState | Non
     jobset = observation.jobset or {}
     if not is_suspended(jobset):
         return None
-    queue = _labels(jobset).get(QUEUE_NAME_LABEL)
+    queue = _labels(jobset).get(well_known.QUEUE_NAME)
     if queue and observation.kueue_workload is None:
         return WorkloadState(Phase.QUEUED, message=f"suspended until Kueue admits it from LocalQueue {queue}")
     return WorkloadState(
@@ -546,7 +531,7 @@ def is_suspended(jobset: Obj) -> bool:
     since = str(suspended.get("lastTransitionTime", ""))
     others = [
         str(c.get("lastTransitionTime", ""))
-        for c in _status(jobset).get("conditions") or ()
+        for c in conditions(jobset)
         if c.get("type") != "Suspended" and c.get("status") == "True"
     ]
     return all(since >= other for other in others)
@@ -560,7 +545,7 @@ def state_of_a_started_jobset(observation: Observation) -> WorkloadState:
     needed = max(0, total - elastic_slices(observation))
     head_runs = head is not None and _status(head).get("phase") == "Running" and not _is_being_deleted(head)
     head_done = head is not None and _status(head).get("phase") == "Succeeded"
-    restarting = has_true_condition(jobset, "RestartingJobSet")
+    restarting = is_true(jobset, "RestartingJobSet")
     if head_done and not restarting:
         # The program exited 0; the JobSet marks itself Completed a moment later.
         return WorkloadState(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pathways_airflow.spec.names import ATTEMPT_LABEL, LABEL_PREFIX
+from pathways_airflow.state.conditions import conditions
 from pathways_airflow.state.disruption import Verdict
 
 ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
@@ -49,9 +50,9 @@ def finished_as(obj: Mapping[str, Any]) -> str | None:
     if terminal in ("Completed", "Failed"):
         if obj.get("kind") == "PathwaysJob":
             return terminal
-    for condition in status.get("conditions") or ():
-        if condition.get("type") in ("Completed", "Failed") and condition.get("status") == "True":
-            return str(condition["type"])
+    for item in conditions(obj):
+        if item.get("type") in ("Completed", "Failed") and item.get("status") == "True":
+            return str(item["type"])
     return terminal if terminal in ("Completed", "Failed") else None
 
 

@@ -15,9 +15,10 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import ClusterTarget
 from pathways_airflow.resources import NODE
-from pathways_airflow.state.slices import ACCELERATOR_LABEL, SliceReadiness, slice_readiness, slice_request
+from pathways_airflow.state.slices import SliceReadiness, slice_readiness, slice_request
 from pathways_airflow.triggers.watch import shared_watch, wait_for_change
 
 DEFAULT_POLL_INTERVAL = 60.0
@@ -77,7 +78,7 @@ class TpuSliceReadinessTrigger(BaseTrigger):
             no_maintenance_within=self.no_maintenance_within,
         )
         # Every TPU node of the cluster, whatever its kind: one watch serves every slice wait.
-        watch = shared_watch(ClusterTarget.from_dict(self.target), NODE, None, label_selector=ACCELERATOR_LABEL)
+        watch = shared_watch(ClusterTarget.from_dict(self.target), NODE, None, label_selector=well_known.ACCELERATOR)
         subscription = watch.subscribe()
         try:
             await asyncio.wait_for(watch.synced.wait(), timeout=SYNC_TIMEOUT_SECONDS)

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import TriggerEvent
 
+from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
@@ -26,7 +27,6 @@ from pathways_airflow.state.submission import ended_by_annotation
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RECHECK_SECONDS = 60.0
 MAX_API_FAILURES = 20
 VERDICT_SETTLE_SECONDS = 2.0
@@ -81,10 +81,10 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
     watches = {
         "jobsets": shared_watch(target, JOBSET, namespace),
         "pods": shared_watch(
-            target, POD, namespace, label_selector=JOBSET_NAME_LABEL, index=by_label(JOBSET_NAME_LABEL), prune=pruned_pod
+            target, POD, namespace, label_selector=well_known.JOBSET_NAME, index=by_label(well_known.JOBSET_NAME), prune=pruned_pod
         ),
         "jobs": shared_watch(
-            target, JOB, namespace, label_selector=JOBSET_NAME_LABEL, index=by_label(JOBSET_NAME_LABEL), prune=pruned_job
+            target, JOB, namespace, label_selector=well_known.JOBSET_NAME, index=by_label(well_known.JOBSET_NAME), prune=pruned_job
         ),
         "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet")),
     }

@@ -1,0 +1,46 @@
+"""The well-known label, annotation and taint keys the provider reads and writes, each once.
+
+Every key here is another project's format, so each names the upstream file that defines it:
+a typo in a selector matches nothing and fails silently, which is why no module spells one out.
+Our own keys (``pathways-airflow/...``) live in :mod:`pathways_airflow.spec.names`.
+"""
+
+from __future__ import annotations
+
+# kubernetes/api batch/v1/types.go (JobNameLabel, JobCompletionIndexAnnotation).
+JOB_NAME = "batch.kubernetes.io/job-name"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+# kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go (JobSetNameKey, ReplicatedJobNameKey,
+# JobIndexKey, RestartsKey, CoordinatorKey) and pkg/constants (the exclusive-placement annotation).
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+COORDINATOR = "jobset.sigs.k8s.io/coordinator"
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+# kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go (SetNameLabelKey,
+# WorkerIndexLabelKey, ExclusiveKeyAnnotationKey).
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+
+# kubernetes-sigs/kueue pkg/controller/constants/constants.go (QueueLabel,
+# WorkloadPriorityClassLabel, JobUIDLabel).
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+
+# GKE node labels and taints (cloud.google.com/kubernetes-engine/docs: TPUs in GKE, node pool
+# labels, and "Manage GKE node disruption for GPUs and TPUs").
+ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+NODEPOOL = "cloud.google.com/gke-nodepool"
+SPOT = "cloud.google.com/gke-spot"
+ACTIVE_MAINTENANCE = "cloud.google.com/active-node-maintenance"
+SCHEDULED_MAINTENANCE = "cloud.google.com/scheduled-maintenance-time"
+IMPENDING_TERMINATION = "cloud.google.com/impending-node-termination"
+
+# kubernetes/api core/v1/well_known_labels.go (LabelInstanceTypeStable).
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"

@@ -552,13 +552,6 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         node_selector: Mapping[str, str] | None = None,
         service_account_name: str | None = None,
         namespace: str = "default",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         delete_on_finish: bool = True,
@@ -581,15 +574,6 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         self.node_selector = node_selector
         self.service_account_name = service_account_name
         self.namespace = namespace
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.delete_on_finish = delete_on_finish

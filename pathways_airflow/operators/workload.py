@@ -106,8 +106,8 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         PathwaysJob controller).
     :param queue_name: Kueue LocalQueue; :param priority_class: Kueue WorkloadPriorityClass.
     :param namespace: namespace of the workload.
-    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
-        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param kubernetes_conn_id: and the other cluster parameters: see
+        :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
     :param checkpoint_dir: where the program writes Orbax checkpoints (enables resume and the
         checkpoint in the result).
     :param name_prefix: human-readable start of the workload name (≤ 10 characters); by
@@ -182,13 +182,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         annotations: Mapping[str, str] | None = None,
         backend: str = "pathwaysjob",
         namespace: str = "default",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         checkpoint_dir: str | None = None,
         name_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -231,15 +224,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.annotations = annotations
         self.backend = backend
         self.namespace = namespace
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.checkpoint_dir = checkpoint_dir
         self.name_prefix = name_prefix
         self.deferrable = deferrable

@@ -93,8 +93,8 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
     :param backend: ``"pathwaysjob"`` or ``"jobset"``, as it was submitted.
     :param phase: ``"RUNNING"`` (head running, every slice ready; a workload that already
         succeeded counts too) or ``"SUCCEEDED"``.
-    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
-        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param kubernetes_conn_id: and the other cluster parameters: see
+        :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
 
     The XCom value is the workload's state (``WorkloadState.to_dict()``). A workload that does
@@ -112,13 +112,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         namespace: str = "default",
         backend: str = "pathwaysjob",
         phase: str = "RUNNING",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 30.0,
         **kwargs: Any,
@@ -129,15 +122,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         self.backend = backend
         self.phase = phase
         self.deferrable = deferrable
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self._seen = False
         self._previous: WorkloadState | None = None
 

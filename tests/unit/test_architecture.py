@@ -37,8 +37,8 @@ the checkpoint I/O in ``hooks.storage``, where every importer reaches them downw
 MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
     "operators.inference": 1131,
-    "operators.conversion": 896,
-    "operators.workload": 727,
+    "operators.conversion": 880,
+    "operators.workload": 711,
     "operators.regression": 697,
     "spec.serving": 922,
     "hooks.pathways": 666,

@@ -1,4 +1,4 @@
-"""Checkpoint storage: one look at a checkpoint directory on ``gs://`` or a local path.
+"""Storage: one look at a checkpoint directory on ``gs://`` or a local path, and the small objects beside it.
 
 The I/O half of the checkpoint rules; what counts as committed, and how a look is described,
 is the pure :mod:`pathways_airflow.checkpoints`. The cost of one look does not grow with the
@@ -9,6 +9,7 @@ functions, so importing an operator or a trigger stays cheap for the DAG process
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -32,6 +33,39 @@ def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
     from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
     return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
+
+
+def _blob(client: Any, uri: str) -> Any:
+    bucket, name = split_gcs_uri(uri)
+    return client.bucket(bucket).blob(name)
+
+
+def gcs_exists(client: Any, uri: str) -> bool:
+    """Whether the object ``uri`` exists (a commit marker, a result)."""
+    return bool(_blob(client, uri).exists())
+
+
+def gcs_has_objects(client: Any, directory: str) -> bool:
+    """Whether anything at all is stored under ``directory`` (one listing of at most one object)."""
+    bucket, name = split_gcs_uri(directory)
+    prefix = f"{name.strip('/')}/" if name.strip("/") else ""
+    return any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1))
+
+
+def gcs_read_json(client: Any, uri: str) -> Any:
+    """The object's JSON, or ``None`` when it is missing or not JSON."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return json.loads(_blob(client, uri).download_as_bytes())
+    except (NotFound, ValueError):
+        return None
+
+
+def gcs_write_json(client: Any, uri: str, data: Any) -> None:
+    """Write ``data`` as indented, key-sorted JSON (small records: provenance, results)."""
+    text = json.dumps(data, indent=2, sort_keys=True)
+    _blob(client, uri).upload_from_string(text, content_type="application/json")
 
 
 def scan_checkpoints(

@@ -37,7 +37,6 @@ the checkpoint I/O in ``hooks.storage``, where every importer reaches them downw
 MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
     "operators.inference": 1131,
-    "operators.conversion": 880,
     "operators.workload": 711,
     "operators.regression": 697,
     "spec.serving": 922,

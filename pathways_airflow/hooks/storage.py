@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from pathways_airflow.checkpoints import (
@@ -66,6 +67,75 @@ def gcs_write_json(client: Any, uri: str, data: Any) -> None:
     """Write ``data`` as indented, key-sorted JSON (small records: provenance, results)."""
     text = json.dumps(data, indent=2, sort_keys=True)
     _blob(client, uri).upload_from_string(text, content_type="application/json")
+
+
+class ObjectChanged(Exception):
+    """Another writer changed the object between our read and our conditional write."""
+
+
+def read_with_generation(client: Any, uri: str) -> tuple[bytes | None, int]:
+    """The object's bytes and the generation they are of; ``(None, 0)`` when it does not exist.
+
+    The bytes are read with ``if_generation_match``, so they belong to the generation returned:
+    a write in between raises :class:`ObjectChanged` rather than pairing old bytes with a new
+    generation.
+    """
+    from google.api_core.exceptions import NotFound, PreconditionFailed
+
+    bucket, name = split_gcs_uri(uri)
+    blob = client.bucket(bucket).get_blob(name)
+    if blob is None:
+        return None, 0
+    try:
+        return blob.download_as_bytes(if_generation_match=blob.generation), int(blob.generation)
+    except (PreconditionFailed, NotFound):
+        raise ObjectChanged(uri) from None
+
+
+def write_if_generation(client: Any, uri: str, text: str, content_type: str, generation: int) -> None:
+    """Write ``uri`` only if it is still at ``generation`` (0: only if it does not exist), else :class:`ObjectChanged`."""
+    from google.api_core.exceptions import PreconditionFailed
+
+    try:
+        _blob(client, uri).upload_from_string(text, content_type=content_type, if_generation_match=generation)
+    except PreconditionFailed:
+        raise ObjectChanged(uri) from None
+
+
+def missing_buckets(client: Any, uris: list[str]) -> list[str]:
+    """The buckets of the ``gs://`` URIs that do not exist, each once, in order.
+
+    A credential that may write objects but not read bucket metadata (403) gets the benefit of
+    the doubt: its bucket is not reported, and the write itself will say what is wrong.
+    """
+    from google.api_core.exceptions import Forbidden
+
+    missing = []
+    for bucket in dict.fromkeys(split_gcs_uri(uri)[0] for uri in uris if is_gcs(uri)):
+        try:
+            if not client.bucket(bucket).exists():
+                missing.append(bucket)
+        except Forbidden:
+            continue
+    return missing
+
+
+def write_file(client: Any, uri: str, data: bytes, content_type: str) -> None:
+    """Write ``data`` to a ``gs://`` object or a local file; locally atomically (a reader never sees half a PNG)."""
+    if is_gcs(uri):
+        _blob(client, uri).upload_from_string(data, content_type=content_type)
+        return
+    directory = os.path.dirname(uri)
+    os.makedirs(directory, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, uri)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def scan_checkpoints(

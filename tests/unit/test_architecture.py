@@ -38,7 +38,6 @@ MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
     "operators.inference": 1131,
     "operators.workload": 711,
-    "operators.regression": 697,
     "spec.serving": 922,
     "hooks.pathways": 666,
     "state.status": 647,

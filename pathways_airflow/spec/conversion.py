@@ -11,7 +11,6 @@ on and deletes the Job.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,13 +20,13 @@ from pathways_airflow.checkpoints import (
     is_gcs,
     join,
     maxtext_checkpoint_dir,
-    split_gcs_uri,
     step_dir_of,
     step_of,
     step_uri,
 )
+from pathways_airflow.spec.arguments import namespace_problem, step_number, storage_dir_problem
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
-from pathways_airflow.spec.names import TaskIdentity, is_dns1123_label
+from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.spec.render import container_manifest as _render_container
 from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, optional_text, rendered_literal, string_mapping
 from pathways_airflow.spec.workload import checked_main_container as _check_container
@@ -100,17 +99,6 @@ def default_run_name(step: int) -> str:
     return f"serving-step-{step}"
 
 
-def _parse_step(field: str, value: Any) -> tuple[int | None, SpecProblem | None]:
-    """A step number from an int or the string a template renders to."""
-    if isinstance(value, bool):
-        return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
-    if isinstance(value, int) and value >= 0:
-        return value, None
-    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,30}\s*", value):  # not "²": isdigit() but no int
-        return int(value.strip()), None
-    return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
-
-
 def parse_checkpoint(value: Any, field: str = "checkpoint") -> tuple[Checkpoint | None, list[SpecProblem]]:
     """The source step from a ``{"step", "uri"}`` XCom, as a dict or as the string Jinja made of it.
 
@@ -127,7 +115,7 @@ def parse_checkpoint(value: Any, field: str = "checkpoint") -> tuple[Checkpoint 
     if not isinstance(data, Mapping) or not {"step", "uri"} <= set(data):
         reason = "must be a {'step': N, 'uri': 'gs://…/N'} mapping (CheckpointSensor's XCom) or its JSON"
         return None, [SpecProblem(field, value, reason)]
-    step, problem = _parse_step(f"{field}.step", data["step"])
+    step, problem = step_number(f"{field}.step", data["step"])
     uri = data["uri"]
     problems = [problem] if problem else []
     if not isinstance(uri, str) or not is_gcs(uri):
@@ -159,27 +147,17 @@ def source_checkpoint(
         reason = "no source: give checkpoint ({'step', 'uri'}) or checkpoint_dir + step"
         return None, [SpecProblem("checkpoint", None, reason)]
     problems = []
-    if not _is_gcs_uri(checkpoint_dir):
-        reason = "must be a gs://BUCKET/PATH URI (MaxText's <base_output_directory>/<run_name>/checkpoints)"
-        problems.append(SpecProblem("checkpoint_dir", checkpoint_dir, reason))
-    number, problem = _parse_step("step", step)
+    reason = "must be a gs://BUCKET/PATH URI (MaxText's <base_output_directory>/<run_name>/checkpoints)"
+    directory_problem = storage_dir_problem("checkpoint_dir", checkpoint_dir, local=False, reason=reason)
+    if directory_problem:
+        problems.append(directory_problem)
+    number, problem = step_number("step", step)
     if problem:
         problems.append(problem)
     if problems:
         return None, problems
     assert number is not None
     return Checkpoint(number, step_uri(checkpoint_dir, number)), []
-
-
-def _is_gcs_uri(value: Any) -> bool:
-    """``gs://BUCKET[/PATH]``: the conversion pod can only reach object storage."""
-    if not isinstance(value, str) or not is_gcs(value):
-        return False
-    try:
-        split_gcs_uri(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_path_segment(value: Any) -> bool:
@@ -201,9 +179,10 @@ def resolve_conversion(
     Raises one ``InvalidWorkloadSpec`` listing every problem, each naming its field.
     """
     source, problems = source_checkpoint(checkpoint, optional_text(checkpoint_dir), optional_text(step))
-    if not _is_gcs_uri(output_dir):
-        reason = "must be a gs://BUCKET[/PATH] URI (MaxText's base_output_directory for the serving checkpoint)"
-        problems.append(SpecProblem("output_dir", output_dir, reason))
+    reason = "must be a gs://BUCKET[/PATH] URI (MaxText's base_output_directory for the serving checkpoint)"
+    output_problem = storage_dir_problem("output_dir", output_dir, local=False, reason=reason)
+    if output_problem:
+        problems.append(output_problem)
     name = optional_text(run_name)
     if name is None and source is not None:
         name = default_run_name(source.step)
@@ -347,8 +326,7 @@ def conversion_job_manifest(
 def placement_problems(*, namespace: Any, node_selector: Any, service_account_name: Any) -> list[SpecProblem]:
     """Where the pod runs, checked before the API server would refuse the Job (or accept a pod that never starts)."""
     problems: list[SpecProblem] = []
-    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
-        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    problems.extend(filter(None, [namespace_problem(namespace)]))
     dict(string_mapping(problems, "node_selector", node_selector if node_selector is not None else {}, labels_like=True))
     account = service_account_name
     if account is not None and not (isinstance(account, str) and is_dns_subdomain(account)):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pathways_airflow.benchmark_history import (
     format_value,
 )
 from pathways_airflow.checkpoints import is_gcs, join, split_gcs_uri
+from pathways_airflow.spec.arguments import storage_dir_problem
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.workload import checked_flag, rendered_literal
 
@@ -208,18 +208,7 @@ def _gcs_object_problem(name: str, value: Any, what: str) -> SpecProblem | None:
 def _report_dir_problem(value: Any) -> SpecProblem | None:
     if value is None:
         return None
-    reason = "must be a gs://BUCKET/PATH prefix or an absolute local directory"
-    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n*?["):
-        return SpecProblem("report_dir", value, reason)
-    if is_gcs(value):
-        try:
-            split_gcs_uri(value)
-        except ValueError:
-            return SpecProblem("report_dir", value, reason)
-        return None
-    if not os.path.isabs(value):
-        return SpecProblem("report_dir", value, reason)
-    return None
+    return storage_dir_problem("report_dir", value, reason="must be a gs://BUCKET/PATH prefix or an absolute local directory")
 
 
 def resolve_check(

@@ -197,7 +197,7 @@ def test_progress_from_maxtext_logs():
 
 
 def test_the_operator_resubmits_only_for_infrastructure():
-    from pathways_airflow.operators.workload import disrupted
+    from pathways_airflow.state.outcome import is_disruption as disrupted
     from pathways_airflow.state.disruption import Classification
     from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 

@@ -109,3 +109,15 @@ def test_both_distributions_are_released_at_one_version():
 
     assert pathways_airflow_testing.__version__ == pathways_airflow.__version__
     assert distribution("pathways-airflow-testing").version == distribution("pathways-airflow").version
+
+
+def test_the_worker_image_installs_the_provider_without_testing_code():
+    import re
+    from pathlib import Path
+
+    dockerfile = (Path(__file__).resolve().parents[2] / "docker" / "Dockerfile").read_text()
+    install = re.search(r"^RUN pip install (.+)$", dockerfile, re.M)
+    assert install and "/opt/pathways-airflow[plots]" in install.group(1)
+    assert "testing" not in install.group(1)
+    copied = re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", dockerfile, re.M)
+    assert not any(source.startswith("packages") for sources in copied for source in sources.split())

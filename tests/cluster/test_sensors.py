@@ -29,7 +29,7 @@ from pathways_airflow.exceptions import WorkloadEndedError
 from pathways_airflow.sensors.workload import ended_early, failure_of, has_reached
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.testing.nodes import ACTIVE_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
+from pathways_airflow_testing.nodes import ACTIVE_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
 
 BUCKET = "pathways-demo"
 

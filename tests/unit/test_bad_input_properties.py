@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pathways_airflow.crds import load_crds, strict_schema
+from pathways_airflow_testing.crds import load_crds, strict_schema
 from pathways_airflow.hooks.pathways import object_path
 from pathways_airflow.operators import (
     BenchmarkRegressionOperator,

@@ -31,8 +31,8 @@ from pathways_airflow.spec.conversion import (
 )
 from pathways_airflow.spec import InvalidWorkloadSpec, TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.testing.programs import program_name
-from pathways_airflow.testing.programs.conversion import ConversionPlan
+from pathways_airflow_testing.programs import program_name
+from pathways_airflow_testing.programs.conversion import ConversionPlan
 from pathways_airflow.triggers.job import BatchJobTrigger, job_outcome
 
 SOURCE = {"step": 10, "uri": "gs://ckpt/runs/train/checkpoints/10"}

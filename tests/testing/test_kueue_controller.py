@@ -22,6 +22,7 @@ from pathways_airflow.testing.controllers.kueue import (
     assign_flavors,
     workload_name,
 )
+
 from tests.support.waiting import wait_for
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

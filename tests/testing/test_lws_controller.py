@@ -21,6 +21,7 @@ from pathways_airflow.testing.controllers.lws import (
     revision_hash,
     worker_pod,
 )
+
 from tests.support.waiting import wait_for
 
 LWS = ("leaderworkerset.x-k8s.io", "v1")

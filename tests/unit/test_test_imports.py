@@ -16,39 +16,45 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def imported_modules(tree: ast.AST, package: str) -> list[str]:
-    """Every module an import statement anywhere in ``tree`` names (``from a import b`` names
-    ``a`` and ``a.b``), with relative imports resolved against ``package``."""
-    found: list[str] = []
+def imports(tree: ast.AST, package: str) -> list[list[str]]:
+    """For each import statement anywhere in ``tree``, the modules it may name (``from a import b``
+    names ``a`` or ``a.b``), with relative imports resolved against ``package``."""
+    found: list[list[str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
+            found += [[alias.name] for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, base] if base else parent)
-            found.append(base)
-            found += [f"{base}.{alias.name}" for alias in node.names]
+            found.append([f"{base}.{alias.name}" for alias in node.names] + [base])
     return found
 
 
-def forbidden_imports(module: str, source: str) -> list[str]:
-    """What ``module`` (dotted, e.g. ``tests.cluster.test_x``) imports that it must not: a test
-    module or a conftest from anywhere; and, for a test module or conftest, anything under
-    ``tests`` outside ``tests.support``."""
-    package = module.rsplit(".", 1)[0]
+def forbidden(module: str, name: str) -> str | None:
+    """Why ``module`` (dotted, e.g. ``tests.cluster.test_x``) must not import ``name``, if it must
+    not: a test module or a conftest, from anywhere; and, for a test module or conftest, anything
+    under ``tests`` outside ``tests.support``."""
+    parts = name.split(".")
+    if parts[0] != "tests":
+        return None
+    if any(part.startswith("test_") or part == "conftest" for part in parts[1:]):
+        return f"{module} imports {name}"
     is_test = module.rsplit(".", 1)[-1].startswith("test_") or module.endswith("conftest")
+    if is_test and len(parts) > 1 and parts[1] != "support":
+        return f"{module} imports {name} (helpers live in tests.support)"
+    return None
+
+
+def forbidden_imports(module: str, source: str) -> list[str]:
+    """One problem per import statement of ``module`` that breaks the rule."""
+    package = module.rsplit(".", 1)[0]
     problems = []
-    for name in imported_modules(ast.parse(source), package):
-        parts = name.split(".")
-        if parts[0] != "tests":
-            continue
-        if any(part.startswith("test_") or part == "conftest" for part in parts[1:]):
-            problems.append(f"{module} imports {name}")
-        elif is_test and len(parts) > 1 and parts[1] != "support":
-            problems.append(f"{module} imports {name} (helpers live in tests.support)")
-    return sorted(set(problems))
+    for names in imports(ast.parse(source), package):
+        reasons = [reason for name in names if (reason := forbidden(module, name))]
+        problems += reasons[:1]
+    return problems
 
 
 def modules() -> list[tuple[str, Path]]:

@@ -1,4 +1,10 @@
-"""Shared test setup: an isolated AIRFLOW_HOME and the real CRD schemas."""
+"""Shared test setup: an isolated AIRFLOW_HOME, the real CRD schemas, and a marker per directory.
+
+Every test is marked with its directory (``unit``, ``testing``, ``cluster``, ``e2e``, ``chaos``,
+``benchmarks``), so ``-m`` picks a layer without listing paths; a module that starts nothing
+outside the process says so with ``pytestmark = pytest.mark.pure``. ``scripts/test --fast`` runs
+``-m "unit or pure"``.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +14,31 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.crds import crd_dir
+
+TESTS = Path(__file__).resolve().parent
+DIRECTORY_MARKERS = ("unit", "testing", "cluster", "e2e", "chaos", "benchmarks")
+"""The directories under tests/ whose name is also the marker of every test in them."""
 
 # Airflow reads AIRFLOW_HOME at import time: give every test run its own, never the user's.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="pathways-airflow-test-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 
-def crd_dir() -> Path | None:
-    """The published CRDs: $PATHWAYS_AIRFLOW_CRDS, or shared/crds beside the checkout."""
-    candidates = [os.environ.get("PATHWAYS_AIRFLOW_CRDS"), REPO.parent / "shared" / "crds"]
-    for candidate in candidates:
-        if candidate and Path(candidate, "pathways-job.pathways.domain_pathwaysjobs.yaml").exists():
-            return Path(candidate)
-    return None
-
-
 if crd_dir() is not None:
     # The local cluster validates custom resources against these (pathways_cluster fixture).
     os.environ.setdefault("PATHWAYS_AIRFLOW_CRDS", str(crd_dir()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the directory it is in (tests/<directory>/...)."""
+    for item in items:
+        try:
+            directory = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        if directory in DIRECTORY_MARKERS:
+            item.add_marker(directory)
 
 
 @pytest.fixture(scope="session")

@@ -10,19 +10,17 @@ violations, extra time lost per disruption) goes to ``$PATHWAYS_CHAOS_REPORT`` (
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
 import pytest
 
-from tests.chaos.plan import SLICE_LOSS_DETECTION, SPEED, TPU_POOLS
+from tests.support.chaos.plan import SLICE_LOSS_DETECTION, SPEED, TPU_POOLS
+from tests.support.chaos.report import RESULTS, summary
+from tests.support.connections import cluster_environment
 
 DEFAULT_SCENARIOS = 50
 DEFAULT_BASE_SEED = 8_000
-
-RESULTS: list[dict] = []
-"""One entry per scenario run in this session (filled by test_chaos.py)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,13 +62,10 @@ def chaos_cluster(request: pytest.FixtureRequest):
     crds = request.config.getoption("--pathways-crds", default=None) or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     pools = [NodePool("default-pool", "n2-standard-64", nodes=3), *(tpu_pool(name, "ct5lp-hightpu-4t", "2x4") for name in TPU_POOLS)]
     cluster = LocalCluster(node_pools=pools, crds=[crds] if crds else None, speed=SPEED, slice_loss_detection=SLICE_LOSS_DETECTION)
-    keys = ("KUBECONFIG", "STORAGE_EMULATOR_HOST", "AIRFLOW_CONN_KUBERNETES_DEFAULT", "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT")
-    saved = {key: os.environ.get(key) for key in keys}
     with cluster:
-        os.environ["KUBECONFIG"] = cluster.kubeconfig
-        os.environ["STORAGE_EMULATOR_HOST"] = cluster.gcs_endpoint
-        os.environ["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig}})
-        os.environ["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}})
+        environment = cluster_environment(cluster)
+        saved = {key: os.environ.get(key) for key in environment}
+        os.environ.update(environment)
         try:
             yield cluster
         finally:
@@ -79,58 +74,6 @@ def chaos_cluster(request: pytest.FixtureRequest):
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); ``None`` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def summary(results: list[dict], speed: float = SPEED) -> dict:
-    by_kind: dict[str, list[float]] = {}
-    for r in results:
-        for kind, loss in zip(r["loss_kinds"], r["losses"]):
-            by_kind.setdefault(kind, []).append(loss)
-    counts: dict[str, int] = {}
-    for r in results:
-        for kind in r["event_kinds"]:
-            counts[kind] = counts.get(kind, 0) + 1
-    truths: dict[str, int] = {}
-    for r in results:
-        truths[r["expected"]] = truths.get(r["expected"], 0) + 1
-    disruption_losses = [loss for kind, values in by_kind.items() if kind != "evict" for loss in values]
-    return {
-        "scenarios_run": len(results),
-        "scenarios_with_violations": sum(1 for r in results if r["violations"]),
-        "violations": sum(len(v) for r in results for v in r["violations"].values()),
-        "failing_seeds": [r["seed"] for r in results if r["violations"]],
-        "by_invariant": {
-            name: sum(1 for r in results if name in r["violations"])
-            for name in sorted({n for r in results for n in r["violations"]})
-        },
-        "truths": truths,
-        "event_counts": counts,
-        "disruptions_measured": len(disruption_losses),
-        "extra_time_lost_per_disruption_simulated_seconds": {
-            "p50": percentile(disruption_losses, 50),
-            "p99": percentile(disruption_losses, 99),
-            "max": max(disruption_losses) if disruption_losses else None,
-        },
-        "extra_time_lost_per_disruption_real_seconds_p99": (
-            round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None
-        ),
-        "extra_time_lost_by_kind_p99": {kind: percentile(values, 99) for kind, values in sorted(by_kind.items())},
-        "operator_seconds_lost_p99": percentile([s for r in results for s in r["operator_seconds_lost"]], 99),
-        "wall_seconds": {
-            "total": round(sum(r["wall_seconds"] for r in results), 1),
-            "p50": percentile([r["wall_seconds"] for r in results], 50),
-            "max": max((r["wall_seconds"] for r in results), default=None),
-        },
-        "scenarios": results,
-    }
 
 
 def report_path(config: pytest.Config) -> Path:

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tests.chaos import conftest
-from tests.chaos.harness import Scenario
-from tests.chaos.invariants import violations
-from tests.chaos.plan import plan
+from tests.support.chaos.harness import Scenario
+from tests.support.chaos.invariants import violations
+from tests.support.chaos.plan import plan
+from tests.support.chaos.report import RESULTS
 
 
 
@@ -18,7 +18,7 @@ def test_scenario(chaos_cluster, chaos_seed):
     scenario = plan(chaos_seed)
     record = Scenario(chaos_cluster, scenario).run()
     found = violations(record.observations)
-    conftest.RESULTS.append(
+    RESULTS.append(
         {
             "seed": chaos_seed,
             "backend": scenario.backend,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.chaos.conftest import percentile, summary
-from tests.chaos.invariants import (
+import pytest
+
+from tests.support.chaos.invariants import (
     Observations,
     at_most_one_live_workload,
     at_most_one_running_workload,
@@ -17,7 +18,10 @@ from tests.chaos.invariants import (
     user_errors_never_resubmitted,
     violations,
 )
-from tests.chaos.plan import TRUTHS, plan
+from tests.support.chaos.plan import TRUTHS, plan
+from tests.support.chaos.report import percentile, summary
+
+pytestmark = pytest.mark.pure
 
 T = 1_000.0
 GOOD = Observations(

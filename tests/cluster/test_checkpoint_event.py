@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 from pathways_airflow.triggers.checkpoint_event import CheckpointCommittedTrigger
 
+from tests.support.connections import connect
+
 
 def test_fires_for_each_newly_committed_step_and_not_for_partial_ones(pathways_cluster, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+    connect(monkeypatch, pathways_cluster)
     bucket = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": pathways_cluster.gcs_endpoint}).bucket("pathways-demo")
     base = "watched/run/checkpoints"
 

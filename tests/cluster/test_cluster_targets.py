@@ -9,7 +9,6 @@ Runs against two local clusters, one reached through ``kube_config_path`` and on
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import kubernetes.client
@@ -21,19 +20,16 @@ from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, Pa
 from pathways_airflow.exceptions import BadSpecError
 from pathways_airflow.testing import LocalCluster
 
+from tests.support.connections import kubernetes_connection
+
 
 @pytest.fixture(scope="module")
 def two_clusters(monkeypatch_module):
     with LocalCluster(gcs=False, kueue=False, namespaces=("team-a",)) as a, LocalCluster(
         gcs=False, kueue=False, namespaces=("team-b",)
     ) as b:
-        monkeypatch_module.setenv(
-            "AIRFLOW_CONN_CLUSTER_A", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": a.kubeconfig}})
-        )
-        monkeypatch_module.setenv(
-            "AIRFLOW_CONN_CLUSTER_B",
-            json.dumps({"conn_type": "kubernetes", "extra": {"kube_config": Path(b.kubeconfig).read_text()}}),
-        )
+        monkeypatch_module.setenv("AIRFLOW_CONN_CLUSTER_A", kubernetes_connection(path=a.kubeconfig))
+        monkeypatch_module.setenv("AIRFLOW_CONN_CLUSTER_B", kubernetes_connection(content=Path(b.kubeconfig).read_text()))
         yield a, b
 
 

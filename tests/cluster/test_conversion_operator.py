@@ -7,43 +7,38 @@ operator reports is checked against what is actually in the bucket.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
-from airflow.sdk.module_loading import import_string
 
 from pathways_airflow.exceptions import BadSpecError, UserCodeError
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
+from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.operators import CheckpointConversionOperator
 from pathways_airflow.spec.conversion import PROVENANCE_FILE
 from pathways_airflow.resources import JOB
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
-from tests.cluster.test_workload_operator import TaskInstance
+from tests.support.connections import connect
+from tests.support.gcs import gcs_bucket
+from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event, killed_after
 
 BUCKET = "pathways-demo"
 
 
 @pytest.fixture(autouse=True)
 def connections(pathways_cluster, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}))
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+    connect(monkeypatch, pathways_cluster)
 
 
 @pytest.fixture
 def bucket(pathways_cluster):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    client = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": pathways_cluster.gcs_endpoint})
-    yield client.bucket(BUCKET)
-    client.close()
+    with gcs_bucket(pathways_cluster, BUCKET) as bucket:
+        yield bucket
 
 
 @pytest.fixture
@@ -170,29 +165,6 @@ def test_a_failing_conversion_reports_its_exit_code_and_log_and_leaves_no_job(pa
     assert not objects(bucket, f"{base}/serving")
 
 
-def run_trigger(trigger, *, kill_after: float | None = None, timeout: float = 20.0):
-    """Rebuild the trigger from ``serialize()`` on a fresh loop, as the triggerer would; its first
-    event, or ``None`` after calling ``on_kill`` once ``kill_after`` seconds have passed."""
-    path, kwargs = trigger.serialize()
-    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
-
-    async def main():
-        events = revived.run()
-        try:
-            if kill_after is None:
-                return (await asyncio.wait_for(events.__anext__(), timeout)).payload
-            waiting = asyncio.ensure_future(events.__anext__())
-            await asyncio.sleep(kill_after)
-            waiting.cancel()
-            await revived.on_kill()
-            return None
-        finally:
-            await events.aclose()
-            await AsyncPathwaysHook.close_all()
-
-    return asyncio.run(main())
-
-
 def test_a_deferred_conversion_resumes_from_the_triggers_event(pathways_cluster, bucket, base):
     source = save_step(bucket, f"{base}/train/checkpoints", 10)
     task = converter("deferred", checkpoint=source, output_dir=f"gs://{BUCKET}/{base}/serving", deferrable=True)
@@ -201,7 +173,7 @@ def test_a_deferred_conversion_resumes_from_the_triggers_event(pathways_cluster,
         task.execute({"ti": ti})
     assert [j["metadata"]["name"] for j in live_jobs(pathways_cluster, "deferred")] == [deferred.value.trigger.name]
 
-    event = run_trigger(deferred.value.trigger)
+    event = first_event(deferred.value.trigger)
 
     assert event["status"] == "complete"
     result = getattr(task, deferred.value.method_name)({"ti": ti}, event)
@@ -224,7 +196,7 @@ def slow_conversion(task_id: str, bucket, base: str) -> TaskDeferred:
 def test_killing_the_deferred_task_deletes_the_job(pathways_cluster, bucket, base):
     deferred = slow_conversion("killed", bucket, base)
 
-    assert run_trigger(deferred.trigger, kill_after=0.5) is None
+    killed_after(deferred.trigger, 0.5)
 
     assert not live_jobs(pathways_cluster, "killed")
     assert not objects(bucket, f"{base}/serving/serving-step-10/checkpoints/0").get("commit_success.txt")
@@ -234,7 +206,7 @@ def test_the_execution_timeout_deletes_the_job_and_fails_the_task(pathways_clust
     deferred = slow_conversion("timed-out", bucket, base)
     deferred.trigger.deadline = time.time() + 0.5
 
-    event = run_trigger(deferred.trigger)
+    event = first_event(deferred.trigger)
 
     assert (event["status"], event["deleted"]) == ("timeout", True)
     assert not live_jobs(pathways_cluster, "timed-out")

@@ -13,14 +13,14 @@ from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
-from tests.cluster.test_workload_operator import TaskInstance
+from tests.support.connections import connect
+from tests.support.task_instance import TaskInstance
+from tests.support.workloads import when_step
 
 
 @pytest.fixture(autouse=True)
 def connections(pathways_cluster, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}))
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+    connect(monkeypatch, pathways_cluster)
 
 
 def training(task_id: str, *, steps: int = 60, step_seconds: str = "10", backend: str = "pathwaysjob", **overrides) -> PathwaysJobOperator:
@@ -58,29 +58,6 @@ class LiveWorkloads:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join(5)
-
-
-def when_step(cluster, identity: TaskIdentity, step: int, action) -> threading.Thread:
-    """Run ``action(node_pool_of_the_worker)`` once the training has logged ``completed step: step``."""
-
-    def watch():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for pod in cluster.list("v1", "Pod", "default"):
-                labels = pod["metadata"].get("labels") or {}
-                name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
-                if not name.startswith(identity.workload_name()) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
-                    continue
-                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], "main")):
-                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker"}) if p["spec"].get("nodeName"))
-                    node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
-                    action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
-                    return
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
 
 
 @pytest.mark.parametrize(

@@ -11,21 +11,14 @@ from kubernetes import client, config
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
 
+from tests.support.waiting import wait_for
+
 
 @pytest.fixture(scope="module")
 def cluster(crds):
     pools = [NodePool("default-pool", "n2-standard-64", nodes=2), *(tpu_pool(f"spot-{i}", "ct5lp-hightpu-4t", "2x4", spot=True) for i in range(3))]
     with LocalCluster(node_pools=pools, crds=[crds], speed=60, kueue=False) as local:
         yield local
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def submit(cluster, name, **env):

@@ -11,8 +11,6 @@ import threading
 import time
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage
 
 from pathways_airflow.exceptions import BadSpecError, InfrastructureError, PathwaysError, UserCodeError
 from pathways_airflow.hooks.pathways import PathwaysHook
@@ -25,34 +23,22 @@ from pathways_airflow.resources import SERVICE
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.spec.serving import METRIC_KEYS, serving_names
-from tests.cluster.test_workload_operator import TaskInstance
+from tests.support.connections import connect
+from tests.support.gcs import gcs_bucket
+from tests.support.task_instance import TaskInstance
 
 BUCKET = "pathways-demo"
 
 
 @pytest.fixture(autouse=True)
 def connections(pathways_cluster, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
-        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}),
-    )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
-        json.dumps(
-            {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}
-        ),
-    )
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+    connect(monkeypatch, pathways_cluster)
 
 
 @pytest.fixture(scope="module")
 def bucket(pathways_cluster):
-    gcs = storage.Client(
-        project="test",
-        credentials=AnonymousCredentials(),
-        client_options={"api_endpoint": pathways_cluster.gcs_endpoint},
-    )
-    return gcs.bucket(BUCKET)
+    with gcs_bucket(pathways_cluster, BUCKET) as bucket:
+        yield bucket
 
 
 @pytest.fixture(scope="module")

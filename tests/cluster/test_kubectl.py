@@ -20,6 +20,8 @@ import yaml
 
 from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
 
+from tests.support.waiting import wait_for
+
 def installed_kubectls() -> list[str]:
     """The machine's kubectl and the test install's, each once."""
     found = [shutil.which("kubectl"), str(Path(sys.executable).with_name("kubectl"))]
@@ -62,15 +64,6 @@ def kubectl(cluster, *args: str, input: str | None = None, timeout: float = 30, 
     if check:
         assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
     return result.stdout + result.stderr
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def sample(upstream_samples: Path, name: str) -> str:

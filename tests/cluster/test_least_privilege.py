@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import threading
 import time
 import uuid
@@ -26,7 +25,6 @@ from airflow.sdk.module_loading import import_string
 from kubernetes import client, config
 
 from pathways_airflow.exceptions import UserCodeError
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook
 from pathways_airflow.operators import (
     CheckpointConversionOperator,
     DeletePathwaysJobOperator,
@@ -39,7 +37,12 @@ from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSli
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.testing import LocalCluster
 
-from tests.cluster.test_workload_operator import TaskInstance
+from tests.support.connections import connect
+from tests.support.gcs import gcs_bucket
+from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event
+from tests.support.waiting import wait_for
+from tests.support.workloads import when_step
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC_YAML = REPO / "docker" / "rbac.yaml"
@@ -117,40 +120,13 @@ def cluster(crds, audit):
 
 @pytest.fixture(autouse=True)
 def as_the_service_account(cluster, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.sa_kubeconfig}}))
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", cluster.gcs_endpoint)
-    monkeypatch.setenv("KUBECONFIG", cluster.sa_kubeconfig)
+    connect(monkeypatch, cluster, cluster.sa_kubeconfig)
 
 
 @pytest.fixture(scope="module")
 def bucket(cluster):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    gcs = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": cluster.gcs_endpoint})
-    yield gcs.bucket(BUCKET)
-    gcs.close()
-
-
-def run_trigger(trigger, timeout: float = 90.0, during: Callable[[], None] | None = None) -> dict:
-    """Rebuild the trigger from ``serialize()`` and return its first event, as the triggerer would."""
-    path, kwargs = trigger.serialize()
-    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
-
-    async def main():
-        events = revived.run()
-        task = asyncio.ensure_future(events.__anext__())
-        if during:
-            await asyncio.sleep(0.3)
-            await asyncio.to_thread(during)
-        try:
-            return (await asyncio.wait_for(task, timeout)).payload
-        finally:
-            await events.aclose()
-            await AsyncPathwaysHook.close_all()
-
-    return asyncio.run(main())
+    with gcs_bucket(cluster, BUCKET) as bucket:
+        yield bucket
 
 
 def training(task_id: str, *, steps: int = 20, backend: str = "pathwaysjob", env: dict | None = None, **overrides) -> PathwaysJobOperator:
@@ -163,15 +139,6 @@ def training(task_id: str, *, steps: int = 20, backend: str = "pathwaysjob", env
     )
     params.update(overrides)
     return PathwaysJobOperator(task_id=task_id, **params)
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def workloads_of(cluster, task_id: str) -> list[dict]:
@@ -190,7 +157,7 @@ def flow_training_deferred(cluster, bucket) -> None:
     task = training("train-deferred", deferrable=True)
     with pytest.raises(TaskDeferred) as deferred:
         task.execute({"ti": ti})
-    event = run_trigger(deferred.value.trigger)
+    event = first_event(deferred.value.trigger, 90)
     result = training("train-deferred", deferrable=True).execute_complete({"ti": ti}, event, **deferred.value.kwargs)
     assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 19
     wait_for(lambda: not workloads_of(cluster, "train-deferred"))
@@ -202,8 +169,6 @@ def flow_training_in_the_worker(cluster, bucket) -> None:
 
 
 def flow_disruption_resubmission(cluster, bucket) -> None:
-    from tests.cluster.test_disruption_policy import when_step
-
     identity = TaskIdentity("dag", "ride", RUN["id"])
     when_step(cluster, identity, 15, lambda pool: cluster.maintenance(pool, duration=600))
     result = training("ride", steps=40).execute({"ti": ti_for("ride")})
@@ -232,7 +197,7 @@ def flow_conversion(cluster, bucket) -> None:
         if deferrable:
             with pytest.raises(TaskDeferred) as deferred:
                 task.execute({"ti": ti})
-            result = task.execute_complete({"ti": ti}, run_trigger(deferred.value.trigger))
+            result = task.execute_complete({"ti": ti}, first_event(deferred.value.trigger, 90))
         else:
             result = task.execute({"ti": ti})
         assert result["source"] == source and result["uri"].endswith("/checkpoints/0")
@@ -290,13 +255,13 @@ def flow_sensors(cluster, bucket) -> None:
         try:
             first = watcher.execute({})
         except TaskDeferred as deferred:
-            first = watcher.execute_complete({}, run_trigger(deferred.trigger))
+            first = watcher.execute_complete({}, first_event(deferred.trigger, 90))
         assert first["phase"] == "RUNNING"
         # Three v5e 2x4 slices exist and one is busy: the slice sensor defers, then sees them ready
         # once the occupying workload is gone.
         with pytest.raises(TaskDeferred) as deferred:
             waiting.execute({})
-        event = run_trigger(deferred.value.trigger, during=busy.on_kill)
+        event = first_event(deferred.value.trigger, 90, during=busy.on_kill, during_after=0.3)
         assert waiting.execute_complete({}, event) and len(event["ready"]) == 3
     finally:
         busy.on_kill()

@@ -24,18 +24,16 @@ from pathways_airflow.triggers.job import BatchJobTrigger
 from pathways_airflow.triggers.slices import TpuSliceReadinessTrigger
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
-from tests.cluster.test_workload_operator import submit_training
-from tests.cluster.triggers import first_event
+from tests.support.connections import connect
+from tests.support.triggers import first_event
+from tests.support.workloads import submit_training
 
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>upstream reset</body></html>"
 
 
 @pytest.fixture(autouse=True)
 def kubernetes_connection(pathways_cluster, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
-        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}),
-    )
+    connect(monkeypatch, pathways_cluster)
     yield
     pathways_cluster.clear_faults()
 

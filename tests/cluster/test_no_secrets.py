@@ -24,8 +24,9 @@ from pathways_airflow.operators import CheckpointConversionOperator, PathwaysJob
 from pathways_airflow.sensors import PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow_testing.rbac import UserInfo
 
-from tests.cluster.test_workload_operator import TaskInstance
-from tests.cluster.triggers import first_event
+from tests.support.connections import GOOGLE_CLOUD_CONNECTION, kubernetes_connection
+from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event
 
 TOKEN = f"sentinel-token-{uuid.uuid4().hex}"
 SECRET_VALUE = f"sentinel-secret-{uuid.uuid4().hex}"
@@ -52,11 +53,11 @@ def connection(request, pathways_cluster, kubeconfig_text, tmp_path: Path, monke
     if request.param == "kube_config_path":
         path = tmp_path / "kubeconfig"
         path.write_text(kubeconfig_text)
-        extra = {"kube_config_path": str(path)}
+        kubernetes = kubernetes_connection(path=str(path))
     else:
-        extra = {"kube_config": kubeconfig_text}
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": extra}))
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
+        kubernetes = kubernetes_connection(content=kubeconfig_text)
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes)
+    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", GOOGLE_CLOUD_CONNECTION)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     return request.param
@@ -198,7 +199,7 @@ def test_a_refused_connection_names_no_credential(pathways_cluster, kubeconfig_t
     path.write_text(wrong)
     pathways_cluster.authorizer.enforce_rbac = True
     try:
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(path)}}))
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_connection(path=str(path)))
         with pytest.raises(Exception) as refused:
             PathwaysHook().list(POD, "default")
     finally:

@@ -22,7 +22,8 @@ from pathways_airflow.exceptions import BadSpecError, BenchmarkRegressionError, 
 from pathways_airflow.operators.regression import WRITE_ATTEMPTS, BenchmarkRegressionOperator, StoredHistory
 from pathways_airflow.spec import InvalidWorkloadSpec
 
-from tests.cluster.test_workload_operator import TaskInstance
+from tests.support.connections import connect
+from tests.support.task_instance import TaskInstance
 
 BUCKET = "pathways-demo"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,8 +52,7 @@ STEADY = {
 
 @pytest.fixture(autouse=True)
 def connections(pathways_cluster, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT", json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}))
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", pathways_cluster.gcs_endpoint)
+    connect(monkeypatch, pathways_cluster)
 
 
 @pytest.fixture

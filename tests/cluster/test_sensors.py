@@ -7,8 +7,6 @@ raising ``TaskDeferred`` for a deferrable one — and each trigger is rebuilt fr
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
 import time
 import uuid
@@ -17,11 +15,10 @@ from datetime import timedelta
 
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
-from airflow.sdk.module_loading import import_string
 
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.exceptions import BadSpecError, UserCodeError
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
+from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.resources import PATHWAYSJOB
 from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
@@ -31,56 +28,23 @@ from pathways_airflow.spec import build_workload, render
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 from pathways_airflow_testing.nodes import ACTIVE_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
 
+from tests.support.connections import connect
+from tests.support.gcs import gcs_bucket
+from tests.support.triggers import first_event
+from tests.support.waiting import wait_for
+
 BUCKET = "pathways-demo"
 
 
 @pytest.fixture(autouse=True)
 def connections(pathways_cluster, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
-        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}),
-    )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT",
-        json.dumps({"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}),
-    )
+    connect(monkeypatch, pathways_cluster)
 
 
 @pytest.fixture
 def bucket(pathways_cluster):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    client = storage.Client(
-        project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": pathways_cluster.gcs_endpoint}
-    )
-    yield client.bucket(BUCKET)
-    client.close()
-
-
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(interval)
-    raise AssertionError("timed out")
-
-
-def run_trigger(trigger, timeout=30.0):
-    """Rebuild the trigger from ``serialize()`` and return its first event, as the triggerer would."""
-    path, kwargs = trigger.serialize()
-    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
-
-    async def first_event():
-        events = revived.run()
-        try:
-            return await asyncio.wait_for(events.__anext__(), timeout)
-        finally:
-            await events.aclose()
-            await AsyncPathwaysHook.close_all()
-
-    return asyncio.run(first_event())
+    with gcs_bucket(pathways_cluster, BUCKET) as bucket:
+        yield bucket
 
 
 # --- CheckpointSensor ------------------------------------------------------------------------
@@ -135,12 +99,12 @@ def test_deferred_checkpoint_sensor_reports_the_step_only_after_its_marker(bucke
 
     writer = threading.Thread(target=training_saves_step_20)
     writer.start()
-    event = run_trigger(deferred.value.trigger, timeout=20)
+    payload = first_event(deferred.value.trigger, timeout=20)
     reported_at = time.monotonic()
     writer.join()
-    assert event.payload == {"status": "found", "checkpoint": {"step": 20, "uri": f"{directory}/20"}}
+    assert payload == {"status": "found", "checkpoint": {"step": 20, "uri": f"{directory}/20"}}
     assert committed_at and reported_at >= committed_at[0]
-    assert sensor.execute_complete({}, event.payload) == {"step": 20, "uri": f"{directory}/20"}
+    assert sensor.execute_complete({}, payload) == {"step": 20, "uri": f"{directory}/20"}
 
 
 def test_requests_per_poke_do_not_grow_with_files_per_step(bucket):
@@ -196,10 +160,10 @@ def test_slice_readiness_waits_out_scheduled_and_active_maintenance(pathways_clu
     assert f"{pool}: 4 of 4 nodes under active maintenance" in plain._last_summary
 
     started = time.monotonic()
-    event = run_trigger(deferred.value.trigger, timeout=30)
+    payload = first_event(deferred.value.trigger, timeout=30)
     assert time.monotonic() - started > 1.0  # it waited for the window to end
-    assert event.payload["status"] == "ready" and event.payload["ready"] == [other, pool]
-    assert careful.execute_complete({}, event.payload) == [other, pool]
+    assert payload["status"] == "ready" and payload["ready"] == [other, pool]
+    assert careful.execute_complete({}, payload) == [other, pool]
     assert plain.poke({}).xcom_value == [other, pool]
 
 
@@ -267,9 +231,9 @@ def test_pathways_job_sensor_waits_for_running_then_fails_when_the_program_fails
             running.execute({})
         assert not watcher.poke({}).is_done  # the workers are pending
         placing = later(0.3, lambda: label_a_free_v5e_slice(cluster, name))
-        event = run_trigger(deferred.value.trigger, timeout=30)
+        payload = first_event(deferred.value.trigger, timeout=30)
         placing.join()
-        state = running.execute_complete({}, event.payload)
+        state = running.execute_complete({}, payload)
         assert state["phase"] == "RUNNING" and state["slices_ready"] == state["slices_total"] == 1
         assert watcher.poke({}).xcom_value["phase"] == "RUNNING"
 
@@ -277,11 +241,11 @@ def test_pathways_job_sensor_waits_for_running_then_fails_when_the_program_fails
         with pytest.raises(TaskDeferred) as deferred:
             finished.execute({})
         failing = later(0.3, lambda: cluster.fail_pod("default", head_pod(cluster, name), exit_code=3, container="main"))
-        event = run_trigger(deferred.value.trigger, timeout=30)
+        payload = first_event(deferred.value.trigger, timeout=30)
         failing.join()
         # Deterministic for the sensor whatever the cause: Airflow does not retry it.
         with pytest.raises(AirflowFailException) as failed:
-            finished.execute_complete({}, event.payload)
+            finished.execute_complete({}, payload)
         assert f"PathwaysJob default/{name} ended before reaching SUCCEEDED: FAILED" in str(failed.value)
         with pytest.raises(AirflowFailException, match="ended before reaching SUCCEEDED"):
             PathwaysJobSensor(task_id="finished", name=name, phase="SUCCEEDED").poke({})

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 
 import yaml
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from kubernetes import client, config
 
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
+from tests.support.waiting import wait_for
 
 
 def seed_lws(upstream_samples, checkpoint: str) -> list[dict]:
@@ -44,12 +36,14 @@ def test_jetstream_serves_through_the_service_proxy_and_the_benchmark_writes_res
         lambda: any(
             c["type"] == "Available" and c["status"] == "True"
             for c in (cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "jetstream-pathways") or {}).get("status", {}).get("conditions", [])
-        )
+        ),
+        timeout=60,
     )
     assert available
     core = client.CoreV1Api(api)
     health = wait_for(
-        lambda: (r := core.connect_get_namespaced_service_proxy_with_path("jetstream-svc:8000", "default", "healthcheck", _preload_content=False)) and r.status == 200 and r
+        lambda: (r := core.connect_get_namespaced_service_proxy_with_path("jetstream-svc:8000", "default", "healthcheck", _preload_content=False)) and r.status == 200 and r,
+        timeout=60,
     )
     assert health.status == 200
     pods = core.list_namespaced_pod("default", label_selector="leaderworkerset.sigs.k8s.io/name=jetstream-pathways").items
@@ -80,11 +74,11 @@ def test_jetstream_serves_through_the_service_proxy_and_the_benchmark_writes_res
         },
     }
     client.BatchV1Api(api).create_namespaced_job("default", benchmark)
-    job = wait_for(lambda: (j := cluster.get("batch/v1", "Job", "bench")) and j.get("status", {}).get("conditions") and j)
+    job = wait_for(lambda: (j := cluster.get("batch/v1", "Job", "bench")) and j.get("status", {}).get("conditions") and j, timeout=60)
     assert [c["type"] for c in job["status"]["conditions"] if c["status"] == "True"][-1] == "Complete"
     result = json.loads(bucket.blob("serving/results/run1.json").download_as_bytes())
     assert result["metrics"]["completed"] == 8 and result["metrics"]["p99_ttft_ms"] > 0
 
     client.CustomObjectsApi(api).delete_namespaced_custom_object("leaderworkerset.x-k8s.io", "v1", "default", "leaderworkersets", "jetstream-pathways")
-    wait_for(lambda: not core.list_namespaced_pod("default", label_selector="leaderworkerset.sigs.k8s.io/name=jetstream-pathways").items)
+    wait_for(lambda: not core.list_namespaced_pod("default", label_selector="leaderworkerset.sigs.k8s.io/name=jetstream-pathways").items, timeout=60)
     core.delete_namespaced_service("jetstream-svc", "default")

@@ -10,22 +10,14 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from tests.support.waiting import wait_for
+
 PATHWAYS = ("pathways-job.pathways.domain", "v1", "pathwaysjobs")
 
 
 @pytest.fixture(scope="module")
 def api(pathways_cluster):
     return config.new_client_from_config(pathways_cluster.kubeconfig)
-
-
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
 
 
 def test_discovery_and_version(api):

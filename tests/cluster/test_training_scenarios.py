@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from google.cloud import storage
 
 from pathways_airflow.spec import build_workload, render
 
+from tests.support.waiting import wait_for
+
 API = "pathways-job.pathways.domain/v1"
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def training(run_name: str, **overrides):
@@ -74,7 +65,7 @@ def test_maintenance_mid_run_restarts_the_jobset_and_resumes_from_the_newest_com
     name, run = f"maint-{backend[:3]}", f"maint-{backend}"
     workload = training(run, max_restarts=1 if backend == "pathwaysjob" else 0)
     cluster.apply(render(workload, backend=backend, name=name, namespace="default"))
-    wait_for(lambda: any("completed step: 35" in l for l in head_logs(cluster, name)))
+    wait_for(lambda: any("completed step: 35" in l for l in head_logs(cluster, name)), timeout=60)
     cluster.maintenance(worker_pool(cluster, name), duration=600)
 
     kind = ("PathwaysJob", API) if backend == "pathwaysjob" else ("JobSet", "jobset.x-k8s.io/v1alpha2")
@@ -100,17 +91,17 @@ def test_a_partial_checkpoint_is_never_resumed_from(pathways_cluster):
     name, run = "partial", "partial-run"
     workload = training(run, env={"PATHWAYS_TESTING_STEP_SECONDS": "1", "PATHWAYS_TESTING_SAVE_SECONDS": "40"})
     cluster.apply(render(workload, backend="jobset", name=name, namespace="default"))
-    wait_for(lambda: any("saving checkpoint for step 20" in l for l in head_logs(cluster, name)))
+    wait_for(lambda: any("saving checkpoint for step 20" in l for l in head_logs(cluster, name)), timeout=60)
     cluster.maintenance(worker_pool(cluster, name), duration=600)
-    wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("restarts", 0) >= 1)
-    wait_for(lambda: any(l.startswith("restored checkpoint from step") or l.startswith("no checkpoint") for l in head_logs(cluster, name)[-80:]))
+    wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("restarts", 0) >= 1, timeout=60)
+    wait_for(lambda: any(l.startswith("restored checkpoint from step") or l.startswith("no checkpoint") for l in head_logs(cluster, name)[-80:]), timeout=60)
     restored = [l for l in head_logs(cluster, name) if l.startswith("restored checkpoint from step")]
     assert restored and restored[-1].startswith("restored checkpoint from step 10 ")
     from kubernetes import client, config
 
     custom = client.CustomObjectsApi(config.new_client_from_config(cluster.kubeconfig))
     custom.delete_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", "default", "jobsets", name, propagation_policy="Foreground")
-    wait_for(lambda: not pods_of(cluster, name))
+    wait_for(lambda: not pods_of(cluster, name), timeout=60)
 
 
 def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
@@ -118,7 +109,7 @@ def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
     name = "userbug"
     workload = training("userbug", max_restarts=3, env={"PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3"})
     cluster.apply(render(workload, backend="jobset", name=name, namespace="default"))
-    final = wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("terminalState") and js)
+    final = wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("terminalState") and js, timeout=60)
     assert final["status"]["terminalState"] == "Failed" and final["status"]["restarts"] == 0
     failed = next(c for c in final["status"]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "FailJobSetFailurePolicyAction"

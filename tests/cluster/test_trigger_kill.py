@@ -20,7 +20,8 @@ from pathways_airflow.resources import JOBSET
 from pathways_airflow.state.task_instance import killed_while_deferred, this_task_state
 from pathways_airflow.triggers.kill import NATIVE_ON_KILL
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
-from tests.cluster.test_workload_operator import submit_training, wait_for
+from tests.support.waiting import wait_for
+from tests.support.workloads import submit_training
 
 TI = SimpleNamespace(dag_id="dag", task_id="train", run_id="run-1", map_index=-1)
 

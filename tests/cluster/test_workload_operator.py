@@ -7,43 +7,29 @@ execute() is called directly so a test can stop it where a worker crash would.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from dataclasses import dataclass, field
 
 import pytest
 from airflow.providers.common.compat.sdk import TaskDeferred
 
 from pathways_airflow.exceptions import ForeignWorkloadError
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.resources import JOBSET, PATHWAYSJOB
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
+from tests.support.connections import connect
+from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event
+from tests.support.waiting import wait_for
+from tests.support.workloads import submit_training
+
 
 @pytest.fixture(autouse=True)
-def kubernetes_connection(pathways_cluster, monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT",
-        json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}),
-    )
-
-
-@dataclass
-class TaskInstance:
-    """The task instance fields the operator reads (identity, XCom) for an in-process call."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int = -1
-    xcoms: dict = field(default_factory=dict)
-    start_date: object = None
-
-    def xcom_push(self, key, value):
-        self.xcoms[key] = value
+def connections(pathways_cluster, monkeypatch):
+    connect(monkeypatch, pathways_cluster)
 
 
 def operator(task_id: str, **overrides) -> PathwaysJobOperator:
@@ -57,15 +43,6 @@ def operator(task_id: str, **overrides) -> PathwaysJobOperator:
 
 def ours(hook: PathwaysHook, resource, identity: TaskIdentity) -> list[dict]:
     return hook.list(resource, "default", label_selector=f"{TASK_KEY_LABEL}={identity.key}")
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def test_a_retry_after_a_crash_between_submit_and_defer_reattaches(pathways_cluster):
@@ -136,36 +113,6 @@ def test_409_adopts_our_object_and_refuses_a_foreign_one(pathways_cluster):
     hook.delete(PATHWAYSJOB, "default", identity.workload_name())
 
 
-def run_trigger(trigger: PathwaysJobTrigger, during=None, timeout: float = 60.0) -> dict:
-    async def main():
-        classpath, kwargs = trigger.serialize()
-        fresh = PathwaysJobTrigger(**kwargs)
-        events = fresh.run()
-        task = asyncio.ensure_future(events.__anext__())
-        if during:
-            await asyncio.sleep(0.5)
-            await asyncio.to_thread(during)
-        event = await asyncio.wait_for(task, timeout)
-        await events.aclose()
-        await AsyncPathwaysHook.close_all()
-        return event.payload
-
-    return asyncio.run(main())
-
-
-def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> PathwaysHook:
-    from pathways_airflow.spec import build_workload, render
-
-    hook = PathwaysHook()
-    workload = build_workload(
-        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext",
-        command=["python3", "-m", "MaxText.train", f"steps={steps}", "checkpoint_period=10"],
-        env={"PATHWAYS_TESTING_STEP_SECONDS": "2"},
-    )
-    hook.create(render(workload, backend=backend, name=name, namespace="default"))
-    return hook
-
-
 def test_the_trigger_survives_dropped_watches_410_and_500s_and_reports_the_end(pathways_cluster):
     submit_training("robust")
 
@@ -177,7 +124,7 @@ def test_the_trigger_survives_dropped_watches_410_and_500s_and_reports_the_end(p
         pathways_cluster.drop_watches()
 
     trigger = PathwaysJobTrigger(name="robust", namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=5)
-    payload = run_trigger(trigger, during=chaos)
+    payload = first_event(trigger, during=chaos)
     assert payload["status"] == "finished" and payload["state"]["phase"] == "SUCCEEDED"
     PathwaysHook().delete(JOBSET, "default", "robust")
 
@@ -185,7 +132,7 @@ def test_the_trigger_survives_dropped_watches_410_and_500s_and_reports_the_end(p
 def test_the_trigger_deletes_the_workload_when_the_task_times_out(pathways_cluster):
     hook = submit_training("timeout", steps=10_000)
     trigger = PathwaysJobTrigger(name="timeout", namespace="default", backend="jobset", target=ClusterTarget().to_dict(), deadline=time.time() + 2)
-    payload = run_trigger(trigger)
+    payload = first_event(trigger)
     assert payload["status"] == "timeout" and payload["deleted"] is True
     wait_for(lambda: hook.get(JOBSET, "default", "timeout") is None)
 
@@ -221,7 +168,7 @@ def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_an
     )
     hook.create(render(workload, backend="pathwaysjob", name="userbug-pj", namespace="default"))
     trigger = PathwaysJobTrigger(name="userbug-pj", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict())
-    payload = run_trigger(trigger)
+    payload = first_event(trigger)
     state = payload["state"]
     assert (state["phase"], state["cause"], state["exit_code"]) == ("FAILED", "USER_CODE", 3)
     failure = payload["failure"]

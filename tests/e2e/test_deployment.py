@@ -1,7 +1,7 @@
 """A real Airflow deployment against the local cluster: crash and cancel a deferred training task.
 
 api-server, scheduler (LocalExecutor), dag-processor and triggerer run as separate processes
-(``tests/e2e/deployment.py``). The training DAG (``dags/pw_deployment.py``) submits one deferrable
+(``tests/support/deployment.py``). The training DAG (``dags/pw_deployment.py``) submits one deferrable
 PathwaysJob per run. A sampler thread lists the task's PathwaysJobs (by its task-key label) every
 few milliseconds during each scenario: never two live at once, and one created in all.
 
@@ -17,7 +17,6 @@ few milliseconds during each scenario: never two live at once, and one created i
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -27,9 +26,10 @@ from typing import Any, Iterator
 import pytest
 
 from pathways_airflow.spec.names import TASK_KEY_LABEL, TaskIdentity
-from tests.e2e.deployment import AirflowDeployment, is_running, kill_tree, wait_until
+from tests.support.connections import cluster_environment
+from tests.support.deployment import AirflowDeployment, is_running, kill_tree, wait_until
 
-pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
+pytestmark = pytest.mark.airflow
 
 DAG_ID = "pw_deployment"
 TASK_ID = "train"
@@ -43,16 +43,7 @@ JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 
 @pytest.fixture(scope="module")
 def deployment(pathways_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
-    env = {
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
-            {"conn_type": "kubernetes", "extra": {"kube_config_path": pathways_cluster.kubeconfig}}
-        ),
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
-            {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "test"}}
-        ),
-        "STORAGE_EMULATOR_HOST": pathways_cluster.gcs_endpoint,
-        "KUBECONFIG": pathways_cluster.kubeconfig,
-    }
+    env = cluster_environment(pathways_cluster)
     airflow = AirflowDeployment(tmp_path_factory.mktemp("airflow-deployment"), [DAG_FILE], env)
     try:
         airflow.migrate()

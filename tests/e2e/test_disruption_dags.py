@@ -6,7 +6,7 @@ import json
 import subprocess
 import time
 
-from tests.e2e.conftest import AIRFLOW
+from tests.support.airflow_cli import AIRFLOW
 
 
 def test_maintenance_mid_training_resumes_without_spending_an_airflow_retry(airflow_env, pathways_cluster):

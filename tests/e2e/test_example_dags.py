@@ -37,11 +37,7 @@ def test_dags_folder_imports_without_errors_or_warnings(tmp_path):
 
 
 def test_training_dag_runs_and_publishes_its_final_checkpoint(airflow_env):
-    env = {**airflow_env.env, "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags")}
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("airflow")), "dags", "test", "pathways_training", "-c", '{"steps": 30, "run_name": "e2e-weekly"}'],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    result = airflow_env.with_dags(REPO / "dags").run("dags", "test", "pathways_training", "-c", '{"steps": 30, "run_name": "e2e-weekly"}')
     output = result.stdout + result.stderr
     assert "slices before" not in output  # no disruption expected
     assert "RUNNING 2/2 slices" in output, output[-3000:]

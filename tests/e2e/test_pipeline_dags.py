@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import AIRFLOW, AirflowEnv, DagRun
+from tests.support.airflow_cli import AirflowEnv, DagRun
+from tests.support.gcs import gcs_bucket
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "pathways-demo"
@@ -18,21 +19,13 @@ BUCKET = "pathways-demo"
 
 def dags_test(airflow_env: AirflowEnv, dag_id: str, conf: dict, timeout: float = 300) -> DagRun:
     """``airflow dags test`` on the repository's own dags/ folder."""
-    env = {**airflow_env.env, "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags")}
-    result = subprocess.run(
-        [AIRFLOW, "dags", "test", dag_id, "-c", json.dumps(conf)], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    return DagRun(result.returncode, result.stdout + result.stderr, AirflowEnv(env).task_states(dag_id))
+    return airflow_env.with_dags(REPO / "dags").dags_test(dag_id, conf, timeout=timeout)
 
 
 @pytest.fixture
 def bucket(pathways_cluster):
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    client = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": pathways_cluster.gcs_endpoint})
-    yield client.bucket(BUCKET)
-    client.close()
+    with gcs_bucket(pathways_cluster, BUCKET) as bucket:
+        yield bucket
 
 
 def save_step(bucket, prefix: str, step: int, *, commit: bool = True) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +23,8 @@ from pathways_airflow_testing.controllers.kueue import (
     workload_name,
 )
 
-T = TypeVar("T")
+from tests.support.waiting import wait_for
+
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
@@ -124,18 +124,6 @@ def api(cluster: LocalCluster) -> client.ApiClient:
 @pytest.fixture(scope="module")
 def custom(api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.03)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-
-
 
 
 def tpu_jobset(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +22,8 @@ from pathways_airflow_testing.controllers.lws import (
     worker_pod,
 )
 
-T = TypeVar("T")
+from tests.support.waiting import wait_for
+
 LWS = ("leaderworkerset.x-k8s.io", "v1")
 PREFIX = "leaderworkerset.sigs.k8s.io"
 NAME = f"{PREFIX}/name"
@@ -173,16 +174,6 @@ def cluster(crds: Path):
 @pytest.fixture(scope="module")
 def api(cluster: LocalCluster) -> client.ApiClient:
     return config.new_client_from_config(cluster.kubeconfig)
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 10.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.03)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
 
 
 def lws_manifest(name: str, *, replicas: int, size: int, **spec: Any) -> dict[str, Any]:

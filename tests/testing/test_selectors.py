@@ -16,6 +16,8 @@ from pathways_airflow_testing.selectors import (
     supported_field_labels,
 )
 
+pytestmark = pytest.mark.pure
+
 # Labels as JobSet puts them on the pods of a Pathways workload.
 WORKER = {
     "jobset.sigs.k8s.io/jobset-name": "train",

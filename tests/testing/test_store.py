@@ -9,6 +9,8 @@ from pathways_airflow_testing.errors import ApiError
 from pathways_airflow_testing.kinds import KindRegistry
 from pathways_airflow_testing.store import Store, copy_of
 
+pytestmark = pytest.mark.pure
+
 
 @pytest.fixture
 def store():

@@ -41,7 +41,7 @@ from pathways_airflow.operators import (
 from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.serving import benchmark_script
-from tests.conftest import crd_dir
+from tests.support.crds import crd_dir
 
 SETTINGS = settings(
     max_examples=150,

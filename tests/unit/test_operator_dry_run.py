@@ -10,6 +10,8 @@ from airflow.sdk import DAG
 from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.spec import InvalidWorkloadSpec, TaskIdentity
 
+from tests.support.task_instance import TaskInstance
+
 PARAMS = {
     "tpu": "v5e",
     "topology": "2x4",
@@ -47,16 +49,14 @@ def test_render_manifest_in_a_dag_uses_the_task_instance_identity():
     with DAG("nightly_train", schedule=None, start_date=dt.datetime(2026, 1, 1)):
         operator = PathwaysJobOperator(task_id="train", backend="jobset", **PARAMS)
 
-    class TaskInstance:
-        dag_id, task_id, run_id, map_index = "nightly_train", "train", "scheduled__2026-11-22", -1
-
-    manifest = operator.render_manifest({"ti": TaskInstance()}, attempt=2)
+    ti = TaskInstance("nightly_train", "train", "scheduled__2026-11-22")
+    manifest = operator.render_manifest({"ti": ti}, attempt=2)
     identity = TaskIdentity("nightly_train", "train", "scheduled__2026-11-22")
     assert manifest["kind"] == "JobSet"
     assert manifest["metadata"]["name"] == identity.workload_name(attempt=2)
     assert manifest["metadata"]["labels"]["pathways-airflow/task-key"] == identity.key
     assert manifest["metadata"]["annotations"]["pathways-airflow/dag-id"] == "nightly_train"
-    assert operator.render_manifest({"ti": TaskInstance()}, attempt=2) == manifest  # deterministic
+    assert operator.render_manifest({"ti": ti}, attempt=2) == manifest  # deterministic
 
 
 def test_templated_values_are_checked_after_rendering_not_at_parse_time():

@@ -20,7 +20,7 @@ import re
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
@@ -33,8 +33,9 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.state.submission import finished_as
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
-from tests.chaos.invariants import Observations, extra_time_lost, resubmissions
-from tests.chaos.plan import DISRUPTIONS, Event, Plan
+from tests.support.chaos.invariants import Observations, extra_time_lost, resubmissions
+from tests.support.chaos.plan import DISRUPTIONS, Event, Plan
+from tests.support.task_instance import StateStore, TaskInstance
 
 BUCKET = "pathways-demo"
 NAMESPACE = "default"
@@ -57,39 +58,6 @@ KINDS = {
 
 class ChaosKilled(BaseException):
     """Raised in the task's thread after ``on_kill()``, as Airflow's SIGTERM handler does."""
-
-
-@dataclass
-class TaskInstance:
-    """The task instance fields the operator reads, for one try of an in-process task."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    try_number: int = 1
-    map_index: int = -1
-    xcoms: dict = field(default_factory=dict)
-    start_date: Any = None
-
-    def xcom_push(self, key, value):
-        self.xcoms[key] = json.loads(json.dumps(value, default=str))
-
-    def xcom_pull(self, task_ids=None, key=None):
-        return self.xcoms.get(key)
-
-
-class StateStore:
-    """Airflow 3.3's ``task_state_store`` for one task instance: kept across tries, JSON values."""
-
-    def __init__(self):
-        self._values: dict[str, str] = {}
-
-    def get(self, key):
-        value = self._values.get(key)
-        return None if value is None else json.loads(value)
-
-    def set(self, key, value):
-        self._values[key] = json.dumps(value, default=str)
 
 
 @dataclass

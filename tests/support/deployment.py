@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -29,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+from tests.support.airflow_cli import AIRFLOW
+
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 JOB_TYPES = {"scheduler": "SchedulerJob", "triggerer": "TriggererJob", "dag-processor": "DagProcessorJob"}
 

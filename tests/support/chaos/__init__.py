@@ -1,0 +1,1 @@
+"""The chaos suite's parts: seeded plans, the harness that runs one, the invariants, the report."""

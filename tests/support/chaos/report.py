@@ -1,0 +1,62 @@
+"""The chaos suite's results: one record per scenario run, and the summary written at the end."""
+
+from __future__ import annotations
+
+import math
+
+from tests.support.chaos.plan import SPEED
+
+RESULTS: list[dict] = []
+"""One entry per scenario run in this session (filled by test_chaos.py, read by the chaos conftest)."""
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); ``None`` for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summary(results: list[dict], speed: float = SPEED) -> dict:
+    by_kind: dict[str, list[float]] = {}
+    for r in results:
+        for kind, loss in zip(r["loss_kinds"], r["losses"]):
+            by_kind.setdefault(kind, []).append(loss)
+    counts: dict[str, int] = {}
+    for r in results:
+        for kind in r["event_kinds"]:
+            counts[kind] = counts.get(kind, 0) + 1
+    truths: dict[str, int] = {}
+    for r in results:
+        truths[r["expected"]] = truths.get(r["expected"], 0) + 1
+    disruption_losses = [loss for kind, values in by_kind.items() if kind != "evict" for loss in values]
+    return {
+        "scenarios_run": len(results),
+        "scenarios_with_violations": sum(1 for r in results if r["violations"]),
+        "violations": sum(len(v) for r in results for v in r["violations"].values()),
+        "failing_seeds": [r["seed"] for r in results if r["violations"]],
+        "by_invariant": {
+            name: sum(1 for r in results if name in r["violations"])
+            for name in sorted({n for r in results for n in r["violations"]})
+        },
+        "truths": truths,
+        "event_counts": counts,
+        "disruptions_measured": len(disruption_losses),
+        "extra_time_lost_per_disruption_simulated_seconds": {
+            "p50": percentile(disruption_losses, 50),
+            "p99": percentile(disruption_losses, 99),
+            "max": max(disruption_losses) if disruption_losses else None,
+        },
+        "extra_time_lost_per_disruption_real_seconds_p99": (
+            round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None
+        ),
+        "extra_time_lost_by_kind_p99": {kind: percentile(values, 99) for kind, values in sorted(by_kind.items())},
+        "operator_seconds_lost_p99": percentile([s for r in results for s in r["operator_seconds_lost"]], 99),
+        "wall_seconds": {
+            "total": round(sum(r["wall_seconds"] for r in results), 1),
+            "p50": percentile([r["wall_seconds"] for r in results], 50),
+            "max": max((r["wall_seconds"] for r in results), default=None),
+        },
+        "scenarios": results,
+    }

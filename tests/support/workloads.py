@@ -1,0 +1,52 @@
+"""Training workloads on the local cluster without an operator, and acting when one reaches a step."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from pathways_airflow.hooks.pathways import PathwaysHook
+from pathways_airflow.spec import TaskIdentity, build_workload, render
+
+
+def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> PathwaysHook:
+    """Create a MaxText-like training of ``steps`` steps (2 simulated seconds each) named ``name``
+    in ``default``, through the hook the connection points at; returns that hook."""
+    hook = PathwaysHook()
+    workload = build_workload(
+        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext",
+        command=["python3", "-m", "MaxText.train", f"steps={steps}", "checkpoint_period=10"],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2"},
+    )
+    hook.create(render(workload, backend=backend, name=name, namespace="default"))
+    return hook
+
+
+def when_step(
+    cluster: Any, identity: TaskIdentity, step: int, action: Callable[[str], Any]
+) -> threading.Thread:
+    """Run ``action(node_pool_of_the_worker)`` once the training has logged ``completed step: step``.
+
+    Watches the head pods of every attempt of ``identity``'s workload for up to 60 s, in a daemon
+    thread (returned), so a test can disrupt the slice a running task is on at a known step.
+    """
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for pod in cluster.list("v1", "Pod", "default"):
+                labels = pod["metadata"].get("labels") or {}
+                name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
+                if not name.startswith(identity.workload_name()) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
+                    continue
+                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], "main")):
+                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker"}) if p["spec"].get("nodeName"))
+                    node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
+                    action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread

@@ -1,15 +1,13 @@
 """``ClusterOperator``: what every operator that creates something on the cluster shares.
 
-Three things, each written once: the wall-clock deadline a wait gives up at (the task's
+Two things, each written once: the wall-clock deadline a wait gives up at (the task's
 ``execution_timeout``), what the task has created and not yet handed back (so that killing the
-task deletes exactly that: no leaked slice, no second copy), and how a failure quotes a
-container's last log lines.
+task deletes exactly that: no leaked slice, no second copy).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseOperator
@@ -61,9 +59,4 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         self.released()
 
 
-def quoted_log(lines: Sequence[str]) -> str:
-    """A container's last log lines as a failure message quotes them."""
-    return f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines)
-
-
-__all__ = ["ClusterOperator", "quoted_log"]
+__all__ = ["ClusterOperator"]

@@ -33,7 +33,8 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator, quoted_log
+from pathways_airflow.operators.base import ClusterOperator
+from pathways_airflow.state.messages import quoted_log
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any

@@ -18,16 +18,16 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator, quoted_log
+from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, KubernetesApiError, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification, summarize
 from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.messages import failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
-from pathways_airflow.state.status import failed_container
 from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
@@ -547,29 +547,12 @@ class PathwaysJobOperator(ClusterOperator):
             self.log.info("last lines of %s/%s:\n%s", pod["metadata"]["name"], container, "\n".join(lines))
 
     def _failure_message(self, observation: Any, state: WorkloadState, failure: Mapping[str, Any] | None) -> str:
-        """The cause in one sentence, the exit code, the failing container's last lines, and where to look.
-
-        The trigger reads the failed container's log as soon as it fails (``failure``), since a
-        failed Job's pods are deleted soon after; waiting in the worker reads it here.
-        """
-        name = observation.name
-        found = failed_container(observation)
-        if failure is None and found is None and state.pod and state.container and state.exit_code is not None:
-            found = (state.pod, state.container, state.exit_code)
-        parts = [f"{observation.backend} {self.namespace}/{name} failed: {state.summary()}."]
-        if failure or found:
-            pod, container, exit_code = (failure["pod"], failure["container"], failure["exit_code"]) if failure else found
-            parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
-            lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container)
-            if lines:
-                parts.append(quoted_log(lines))
-            else:
-                parts.append(
-                    "Its log could not be read: the pod was deleted with its failed Job"
-                    + (" (see the Cloud Logging link of this task)." if self.cluster_name else ".")
-                )
-        parts.append(self._kubectl_hint(name))
-        return "\n".join(parts)
+        failing = failing_container(observation, state, failure)
+        lines = (failure or {}).get("log_tail")
+        if not lines and failing:
+            lines = self.hook.read_log_tail(self.namespace, failing[0], failing[1])
+        where, hint = f"{observation.backend} {self.namespace}/{observation.name}", self._kubectl_hint(observation.name)
+        return workload_failure_message(where, state, failing, lines or [], cloud_logging=bool(self.cluster_name), hint=hint)
 
     def _kubectl_hint(self, name: str) -> str:
         kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"

@@ -1,0 +1,59 @@
+"""What a failed task says: the cause, the exit code, the failing container's last lines, where to look. Pure.
+
+A failure message is the first thing an on-call engineer reads, usually from a phone, so every
+task words it the same way: one sentence for what happened, then the evidence, then a command
+to look further.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.status import failed_container
+
+
+def quoted_log(lines: Sequence[str]) -> str:
+    """A container's last log lines as a failure message quotes them."""
+    return f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines)
+
+
+def failing_container(
+    observation: Observation, state: WorkloadState, failure: Mapping[str, Any] | None
+) -> tuple[str, str, int] | None:
+    """``(pod, container, exit code)`` to report: what the trigger captured, else what the cluster still shows.
+
+    The trigger reads a failed container as soon as it fails, since a failed Job's pods are
+    deleted soon after; a wait in the worker finds it in the observation, or in the state.
+    """
+    if failure:
+        return failure["pod"], failure["container"], failure["exit_code"]
+    found = failed_container(observation)
+    if found is None and state.pod and state.container and state.exit_code is not None:
+        found = (state.pod, state.container, state.exit_code)
+    return found
+
+
+def workload_failure_message(
+    where: str,
+    state: WorkloadState,
+    failing: tuple[str, str, int] | None,
+    log_lines: Sequence[str],
+    *,
+    cloud_logging: bool,
+    hint: str,
+) -> str:
+    """``where`` failed: the state, the failing container and its last lines (or why they are gone), and ``hint``."""
+    parts = [f"{where} failed: {state.summary()}."]
+    if failing:
+        pod, container, exit_code = failing
+        parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
+        if log_lines:
+            parts.append(quoted_log(log_lines))
+        else:
+            parts.append(
+                "Its log could not be read: the pod was deleted with its failed Job"
+                + (" (see the Cloud Logging link of this task)." if cloud_logging else ".")
+            )
+    parts.append(hint)
+    return "\n".join(parts)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pathways_airflow.spec.names import ATTEMPT_LABEL, LABEL_PREFIX
-from pathways_airflow.state.conditions import conditions
+from pathways_airflow.state.conditions import condition, conditions
 from pathways_airflow.state.disruption import Verdict
+from pathways_airflow.state.status import failed_by_the_user_error_rule
 
 ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
 """``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""
@@ -54,6 +55,22 @@ def finished_as(obj: Mapping[str, Any]) -> str | None:
         if item.get("type") in ("Completed", "Failed") and item.get("status") == "True":
             return str(item["type"])
     return terminal if terminal in ("Completed", "Failed") else None
+
+
+def users_error(obj: Mapping[str, Any]) -> str | None:
+    """Why a finished workload counts as the user's bug, if it does: a trigger's recorded verdict,
+    or the JobSet's own failure policy ruling it so.
+
+    The second matters when the bug struck while no trigger was watching (between a cancelled
+    trigger and the next try): the JobSet still says why it failed, and "no verdict of ours"
+    must not read as "resubmit".
+    """
+    verdict = ended_by(obj)
+    if verdict is not None and verdict[0] == Verdict.USER_ERROR.value:
+        return "; ".join(verdict[1][:2])
+    if obj.get("kind") == "JobSet" and failed_by_the_user_error_rule(obj):
+        return str((condition(obj, "Failed") or {}).get("message", ""))[:300]
+    return None
 
 
 def attempt_of(obj: Mapping[str, Any]) -> int:
@@ -94,13 +111,13 @@ def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int
                 attempt_of(newest), reuse=newest, reason=f"{newest['metadata']['name']} already succeeded in an earlier try"
             )
         finished = tuple(o["metadata"]["name"] for o in ordered)
-        verdict = ended_by(newest)
-        if verdict is not None and verdict[0] == Verdict.USER_ERROR.value:
+        said = users_error(newest)
+        if said is not None:
             return SubmissionPlan(
                 attempt_of(newest),
                 delete=finished,
                 user_error=newest,
-                reason=f"{newest['metadata']['name']} failed in an earlier try with the user's error: {'; '.join(verdict[1][:2])}",
+                reason=f"{newest['metadata']['name']} failed in an earlier try with the user's error: {said}",
             )
         return SubmissionPlan(
             attempt_of(newest) + 1,

@@ -72,3 +72,34 @@ def test_the_verdict_annotation_round_trips_and_garbage_is_no_verdict():
     assert ended_by({"metadata": {"annotations": {"pathways-airflow/ended-by": "{not json"}}}) is None
     assert ended_by({"metadata": {"annotations": {"pathways-airflow/ended-by": '["USER_ERROR"]'}}}) is None
     assert ended_by({"metadata": {}}) is None
+
+
+def failed_by_the_user_error_rule(name: str, attempt: int) -> dict:
+    """A JobSet as its controller leaves it when the userErrorFailsJobSet rule fails it (jobset's
+    pkg/controllers/failure_policy.go: reason FailJobSetFailurePolicyAction, the rule in the message)."""
+    obj = jobset(name, attempt)
+    obj["status"] = {
+        "terminalState": "Failed",
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailJobSetFailurePolicyAction",
+                "message": f"jobset failed due to FailJobSet failure policy rule userErrorFailsJobSet (first failed job: {name}-pathways-head-0)",
+            }
+        ],
+    }
+    return obj
+
+
+def test_a_bug_that_struck_while_no_trigger_watched_is_still_not_resubmitted():
+    unwatched = failed_by_the_user_error_rule("t-1", 1)
+    plan = plan_submission([jobset("t", 0, "Failed"), unwatched])
+    assert plan.user_error is unwatched and plan.attempt == 1
+    assert "userErrorFailsJobSet (first failed job: t-1-pathways-head-0)" in plan.reason
+
+
+def test_a_jobset_failed_by_another_rule_or_by_restarts_moves_to_the_next_attempt():
+    restarts = failed_by_the_user_error_rule("t", 0)
+    restarts["status"]["conditions"][0].update(reason="ReachedMaxRestarts", message="jobset failed due to reaching max number of restarts")
+    assert plan_submission([restarts]).user_error is None and plan_submission([restarts]).attempt == 1

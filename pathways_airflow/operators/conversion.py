@@ -58,7 +58,7 @@ from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, opti
 from pathways_airflow.spec.workload import checked_main_container as _check_container
 from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
-from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -22,7 +22,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -42,7 +41,15 @@ from pathways_airflow.exceptions import (
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
+from pathways_airflow.state.jobs import FAILED, GONE, JobOutcome, job_outcome
 from pathways_airflow.state.outcome import failed_job_exception
+from pathways_airflow.state.serving import (
+    ContainerExit,
+    ServerProgress,
+    first_crash,
+    pod_selectors,
+    server_progress,
+)
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import (
     MANAGED_BY_LABEL,
@@ -87,127 +94,7 @@ NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
 """``/healthcheck`` answers 500 while JetStream loads; the proxy answers 503 while no pod serves."""
 
 
-# --- pure: reading the server and the benchmark ----------------------------------------------
-
-
-def condition_true(obj: Mapping[str, Any] | None, condition: str) -> bool:
-    return any(
-        c.get("type") == condition and c.get("status") == "True"
-        for c in ((obj or {}).get("status") or {}).get("conditions") or ()
-    )
-
-
-@dataclass(frozen=True)
-class ContainerExit:
-    """A container that ended with a non-zero code (``restarted``: it was then started again)."""
-
-    pod: str
-    container: str
-    exit_code: int
-    reason: str = ""
-    restarted: bool = False
-
-
-def crashed_container(pod: Mapping[str, Any], container: str) -> ContainerExit | None:
-    """``container`` of ``pod`` if it exited non-zero, now or before its last restart."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") != container:
-            continue
-        for key, restarted in (("state", False), ("lastState", True)):
-            ended = (status.get(key) or {}).get("terminated") or {}
-            code = ended.get("exitCode")
-            if isinstance(code, int) and code != 0:
-                return ContainerExit(
-                    pod["metadata"]["name"], container, code, ended.get("reason", ""), restarted
-                )
-    return None
-
-
-@dataclass(frozen=True)
-class ServerProgress:
-    """Where a JetStream server's start-up stands, from its LeaderWorkerSet and pods."""
-
-    available: bool
-    leader: str | None
-    leader_uid: str | None
-    crash: ContainerExit | None
-    summary: str
-
-
-def _pod_state(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status") or {}
-    if pod["metadata"].get("deletionTimestamp"):
-        return "terminating"
-    phase = status.get("phase", "Pending")
-    if phase == "Pending":
-        unscheduled = next(
-            (
-                c
-                for c in status.get("conditions") or ()
-                if c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            None,
-        )
-        if unscheduled:
-            return f"unschedulable ({unscheduled.get('message') or unscheduled.get('reason', '')})".strip()
-    return phase.lower()
-
-
-def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]) -> ServerProgress:
-    """Is the server's group Available, who leads it, and did the JetStream container crash?
-
-    Only ``jax-tpu`` crashes count: a JetStream server that exits during start-up (a bad setting,
-    an unreadable checkpoint) exits again every time LWS recreates its group, so waiting on it
-    only holds the slice. A pod stopped by the platform (``DisruptionTarget``: maintenance,
-    preemption) did not crash: LWS recreates its group and the wait goes on.
-    """
-    if lws is None:
-        return ServerProgress(False, None, None, None, "the LeaderWorkerSet is gone")
-    size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
-    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    leader = next(
-        (p for p in live if (p["metadata"].get("labels") or {}).get(well_known.LWS_WORKER_INDEX) == "0"), None
-    )
-    disrupted = leader is not None and condition_true(leader, "DisruptionTarget")
-    crash = crashed_container(leader, SERVER_CONTAINER) if leader and not disrupted else None
-    running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
-    ready = sum(1 for p in live if condition_true(p, "Ready"))
-    if condition_true(lws, "Available"):
-        summary = f"all {size} pods ready (LeaderWorkerSet Available)"
-    elif leader is None:
-        summary = f"waiting for the leader pod ({len(live)}/{size} pods exist)"
-    else:
-        state = f"leader {leader['metadata']['name']} {_pod_state(leader)}"
-        summary = f"{running}/{size} pods running, {ready} ready; {state}"
-    return ServerProgress(
-        available=condition_true(lws, "Available"),
-        leader=leader["metadata"]["name"] if leader else None,
-        leader_uid=leader["metadata"].get("uid") if leader else None,
-        crash=crash,
-        summary=summary,
-    )
-
-
-def job_outcome(job: Mapping[str, Any] | None) -> str:
-    """``"running"``, ``"succeeded"``, ``"failed"`` or ``"gone"`` for a ``batch/v1`` Job.
-
-    Unlike ``triggers.job.job_outcome``, the success and failure targets count as ends: the
-    benchmark's result is read from GCS, not from the pods, so there is nothing to wait for.
-    """
-    if job is None:
-        return "gone"
-    if condition_true(job, "Complete") or condition_true(job, "SuccessCriteriaMet"):
-        return "succeeded"
-    if condition_true(job, "Failed") or condition_true(job, "FailureTarget"):
-        return "failed"
-    return "running"
-
-
-def job_failure_reason(job: Mapping[str, Any]) -> str:
-    for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
-            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".rstrip(": ")
-    return "Failed"
+# --- pure: where the task's objects go ------------------------------------------------------------
 
 
 def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:
@@ -611,23 +498,14 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
 
     def _wait_gone(self, objects: Sequence[tuple[Resource, str, str]]) -> None:
         """Until the objects and their pods are gone (the TPUs are free), at most ``cleanup_timeout``."""
-        selectors = [
-            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
-            for resource, _, name in objects
-            if resource in (LEADERWORKERSET, JOB)
-        ]
-        deadline = time.monotonic() + self.cleanup_timeout
-        remaining: list[str] = []
-        while True:
-            remaining = [f"{r.kind} {n}" for r, ns, n in objects if self.hook.get(r, ns, n) is not None]
-            for selector in selectors:
-                remaining += [
-                    f"pod {p['metadata']['name']}"
-                    for p in self.hook.list(POD, self.namespace, label_selector=selector)
-                ]
-            if not remaining or time.monotonic() >= deadline:
-                break
-            time.sleep(min(self.poll_interval, 2.0))
+        targets = [(resource, name) for resource, _, name in objects]
+        remaining = self.hook.wait_gone(
+            self.namespace,
+            targets,
+            pod_selectors(targets),
+            timeout=self.cleanup_timeout,
+            poll=min(self.poll_interval, 2.0),
+        )
         if remaining:
             self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
         else:
@@ -847,9 +725,11 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             annotations=annotations,
         )
         job = self._create(manifest, context)
-        if job_outcome(job) == "failed":
+        if job_outcome(job).status in (FAILED, GONE):
             self.log.info(
-                "%s already exists and has failed (an earlier try of this task); running it again", names.job
+                "%s already exists and has %s (an earlier try of this task); running it again",
+                names.job,
+                job_outcome(job).summary(),
             )
             self._delete_created_job(names)
             job = self._create(manifest, context)
@@ -863,13 +743,13 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         )
         deadline = time.monotonic() + run.timeout_seconds + JOB_DEADLINE_GRACE
 
-        def finished() -> dict[str, Any] | None:
-            current = self.hook.get(JOB, self.namespace, names.job)
-            if job_outcome(current) == "gone":
+        def finished() -> JobOutcome | None:
+            outcome = job_outcome(self.hook.get(JOB, self.namespace, names.job))
+            if outcome.status == GONE:
                 raise WorkloadDeletedError(
                     f"benchmark Job {self.namespace}/{names.job} was deleted while it ran"
                 )
-            return current if job_outcome(current) != "running" else None
+            return outcome if outcome.finished else None
 
         done = self._wait(deadline, finished)
         if done is None:
@@ -878,7 +758,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
                 f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
             )
         pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
-        if job_outcome(done) == "failed":
+        if done.status == FAILED:
             raise self._benchmark_failed(done, pods, names)
         for pod in pods:
             lines = self._log_tail(pod["metadata"]["name"], BENCHMARK_CONTAINER)
@@ -891,35 +771,31 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         self.hook.delete(JOB, self.namespace, names.job)
         with self._lock:
             self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
-        deadline = time.monotonic() + self.cleanup_timeout
-        while self.hook.get(JOB, self.namespace, names.job) is not None:
-            if time.monotonic() >= deadline:
-                raise InfrastructureError(
-                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try "
-                    "is still being deleted"
-                )
-            time.sleep(min(self.poll_interval, 1.0))
+        if self.hook.wait_gone(
+            self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=min(self.poll_interval, 1.0)
+        ):
+            raise InfrastructureError(
+                f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try "
+                "is still being deleted"
+            )
 
     def _benchmark_failed(
-        self, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], names: ServingNames
+        self, outcome: JobOutcome, pods: Sequence[Mapping[str, Any]], names: ServingNames
     ) -> Exception:
         """The one failed-Job rule (``state.outcome``): a benchmark lost to preemption is retried,
         a benchmark that crashed on its own is not."""
-        reason = job_failure_reason(job)
-        crash = next(
-            (c for c in (crashed_container(p, BENCHMARK_CONTAINER) for p in pods) if c is not None), None
-        )
+        crash = first_crash(pods, BENCHMARK_CONTAINER)
         disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
         hint = f"Look further with: kubectl -n {self.namespace} describe job {names.job}"
         if crash is None:
             message = (
-                f"benchmark Job {self.namespace}/{names.job} failed ({reason}); "
+                f"benchmark Job {self.namespace}/{names.job} {outcome.summary()}; "
                 f"no container exit code was recorded{f' ({disruption})' if disruption else ''}.\n{hint}"
             )
             return failed_job_exception(message, exit_code=None, disruption=disruption)
         lines = self._log_tail(crash.pod, crash.container)
         message = (
-            f"benchmark Job {self.namespace}/{names.job} failed ({reason}): "
+            f"benchmark Job {self.namespace}/{names.job} {outcome.summary()}: "
             f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}"
             f"{f' ({disruption})' if disruption else ''}.\n"
             f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}"
@@ -1096,25 +972,9 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
         if not deleted:
             self.log.info("nothing to delete: the server is already gone")
             return deleted
-        selectors = [
-            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
-            for resource, name in targets
-            if resource in (LEADERWORKERSET, JOB)
-        ]
-        deadline = time.monotonic() + self.cleanup_timeout
-        remaining: list[str] = []
-        while True:
-            remaining = [
-                f"{r.kind}/{n}" for r, n in targets if self.hook.get(r, self.namespace, n) is not None
-            ]
-            remaining += [
-                f"pod/{p['metadata']['name']}"
-                for s in selectors
-                for p in self.hook.list(POD, self.namespace, label_selector=s)
-            ]
-            if not remaining or time.monotonic() >= deadline:
-                break
-            time.sleep(1.0)
+        remaining = self.hook.wait_gone(
+            self.namespace, targets, pod_selectors(targets), timeout=self.cleanup_timeout, poll=1.0
+        )
         if remaining:
             self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
         else:
@@ -1126,6 +986,4 @@ __all__ = [
     "DeployInferenceServerOperator",
     "InferenceBenchmarkOperator",
     "TeardownInferenceServerOperator",
-    "job_outcome",
-    "server_progress",
 ]

@@ -11,14 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pathways_airflow.operators.inference import (
-    InferenceBenchmarkOperator,
-    crashed_container,
-    job_outcome,
-    server_progress,
-)
+from pathways_airflow.operators.inference import InferenceBenchmarkOperator
 from pathways_airflow.spec import MACHINE_TYPES, TaskIdentity
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
+from pathways_airflow.state.serving import crashed_container, server_progress
 from pathways_airflow.spec.serving import (
     DATASETS,
     MAX_SERVING_NAME,
@@ -490,21 +486,6 @@ def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
     assert crashed_container(pod("s-0", "0", statuses=sidecar), "jax-tpu") is None
     clean = [{"name": "jax-tpu", "state": {"terminated": {"exitCode": 0}}}]
     assert crashed_container(pod("s-0", "0", statuses=clean), "jax-tpu") is None
-
-
-@pytest.mark.parametrize(
-    "conditions, outcome",
-    [
-        ([], "running"),
-        ([{"type": "Complete", "status": "True"}], "succeeded"),
-        ([{"type": "FailureTarget", "status": "True"}], "failed"),
-        ([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}], "failed"),
-        ([{"type": "Failed", "status": "False"}], "running"),
-    ],
-)
-def test_job_outcome(conditions, outcome):
-    assert job_outcome({"status": {"conditions": conditions}}) == outcome
-    assert job_outcome(None) == "gone"
 
 
 # --- the operator's dry run ----------------------------------------------------------------------

@@ -38,6 +38,12 @@ from pathways_airflow.exceptions import (
     UserCodeError,
     WorkloadDeletedError,
 )
+from pathways_airflow.hooks.storage import (
+    bucket_exists_if_permitted,
+    object_exists_if_permitted,
+    read_object,
+    storage_client,
+)
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
@@ -298,47 +304,40 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         return adoption.obj
 
     def _preflight(self, server: JetStreamServer, results_uri: str | None = None) -> None:
-        """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket."""
-        from google.api_core.exceptions import Forbidden, NotFound
+        """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket.
 
-        client = self._storage_client()
-        if self.verify_checkpoint:
-            step_dir = step_dir_of(server.load_parameters_path)
-            marker = commit_marker_uri(step_dir)
-            bucket, name = split_gcs_uri(marker)
-            try:
-                committed = client.bucket(bucket).blob(name).exists()
-            except Forbidden:
-                self.log.warning(
-                    "cannot read %s (permission denied); not checking that the checkpoint is committed",
-                    marker,
-                )
-                committed = True
-            if not committed:
-                raise BadSpecError(
-                    f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
-                    "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
-                    "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
-                    "Orbax's marker."
-                )
-        if results_uri is not None:
-            bucket, _ = split_gcs_uri(results_uri)
-            try:
-                next(iter(client.list_blobs(bucket, max_results=1)), None)
-            except NotFound:
-                raise BadSpecError(
-                    f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
-                    f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
-                ) from None
-            except Forbidden:
-                self.log.warning(
-                    "cannot list gs://%s (permission denied); not checking that it exists", bucket
-                )
-
-    def _storage_client(self) -> Any:
-        from airflow.providers.google.cloud.hooks.gcs import GCSHook
-
-        return GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn()
+        Only what is known to be missing refuses; a look the Google connection is not permitted
+        to make is warned about and skipped (the server's own identity may read what it cannot).
+        """
+        client = storage_client(self.gcp_conn_id)
+        try:
+            if self.verify_checkpoint:
+                marker = commit_marker_uri(step_dir_of(server.load_parameters_path))
+                committed = object_exists_if_permitted(client, marker)
+                if committed is None:
+                    self.log.warning(
+                        "cannot read %s (permission denied); not checking that the checkpoint is committed",
+                        marker,
+                    )
+                elif not committed:
+                    raise BadSpecError(
+                        f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
+                        "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
+                        "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
+                        "Orbax's marker."
+                    )
+            if results_uri is not None:
+                bucket, _ = split_gcs_uri(results_uri)
+                found = bucket_exists_if_permitted(client, bucket)
+                if found is None:
+                    self.log.warning("cannot list gs://%s (permission denied); not checking that it exists", bucket)
+                elif not found:
+                    raise BadSpecError(
+                        f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
+                        f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
+                    )
+        finally:
+            client.close()
 
     def _deploy(self, context: Context, server: JetStreamServer, names: ServingNames) -> None:
         for manifest in self._server_objects(context, server, names):
@@ -803,16 +802,16 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)
 
     def _read_result(self, result_uri: str) -> dict[str, Any]:
-        from google.api_core.exceptions import NotFound
-
-        bucket, name = split_gcs_uri(result_uri)
+        client = storage_client(self.gcp_conn_id)
         try:
-            data = self._storage_client().bucket(bucket).blob(name).download_as_bytes()
-        except NotFound:
+            data = read_object(client, result_uri)
+        finally:
+            client.close()
+        if data is None:
             raise UserCodeError(
                 f"the benchmark finished but {result_uri} does not exist: did benchmark_serving.py "
                 "write a *.json result (--save-result) and gsutil copy it?"
-            ) from None
+            )
         try:
             return benchmark_metrics(json.loads(data), source=result_uri)
         except ValueError as error:

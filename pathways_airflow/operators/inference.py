@@ -7,10 +7,12 @@ same work into Airflow setup and teardown tasks, for DAGs that do their own work
 server in between.
 
 What is run comes from the pure :mod:`pathways_airflow.spec.serving`; how the cluster is read is
-the pure functions at the top of this module; the operators only fetch, ask and act. Waiting is
-synchronous polling in the worker (``deferrable`` is accepted only as ``False``): the task owns a
-TPU slice for its whole life, and the guarantee that matters — nothing leaks — is simplest to keep
-when one process holds the objects from creation to deletion.
+the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`; the
+operators only fetch, ask and act. The server's start-up is waited for in the worker (it ends with
+a health check through the API server's service proxy, and a crash is read from the container's
+log). A deferrable benchmark then waits for its Job in the triggerer (``BatchJobTrigger``), which
+deletes the Job and the server if the task is killed meanwhile; ``execute_complete`` reads the
+result and deletes them otherwise.
 
 Before a slice is requested, the checkpoint is checked to be committed and the results bucket to
 exist: either mistake would otherwise be found after a restore of up to 20 minutes.
@@ -18,12 +20,14 @@ exist: either mistake would otherwise be found after a restore of up to 20 minut
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from airflow.sdk import BaseOperator
 
 from pathways_airflow import well_known
@@ -47,7 +51,7 @@ from pathways_airflow.hooks.storage import (
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
-from pathways_airflow.state.jobs import FAILED, GONE, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.state.serving import (
     ContainerExit,
@@ -553,7 +557,9 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
     :param startup_timeout: seconds to wait for the server (scheduling, restore, warm-up);
         default 1800, sized for a 405B restore. :param benchmark_timeout: seconds for the Job.
     :param verify_checkpoint: check ``<step>/commit_success.txt`` before requesting a slice.
-    :param deferrable: only ``False``: the operator polls in the worker.
+    :param deferrable: wait for the benchmark Job in the triggerer (default: ``[operators]
+        default_deferrable``). The server's start-up is waited for in the worker either way: it
+        ends with a health check through the service proxy, and a crash must be read from logs.
     :param poll_interval: seconds between looks; :param cleanup_timeout: seconds to wait for the
         deleted pods to go.
     """
@@ -594,7 +600,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         benchmark_script: str = DEFAULT_BENCHMARK_SCRIPT,
         benchmark_env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         benchmark_timeout: int | str = 3600,
-        deferrable: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -633,15 +639,8 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
 
     def _problems(self, only_known: bool) -> list[SpecProblem]:
         problems = super()._problems(only_known)
-        if self.deferrable is not False:
-            problems.append(
-                SpecProblem(
-                    "deferrable",
-                    self.deferrable,
-                    "this operator waits in the worker; only False is supported",
-                    ("False",),
-                )
-            )
+        if not isinstance(self.deferrable, bool):
+            problems.append(SpecProblem("deferrable", self.deferrable, "must be True or False", ("True", "False")))
         fields = (
             "model_name",
             "dataset",
@@ -695,24 +694,78 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         server, run, names = self.server(), self.benchmark(), self.names(context)
         result_uri = self.result_uri(names)
         self._preflight(server, result_uri)
-        succeeded = False
-        try:
+        with self._torn_down():
             self._deploy(context, server, names)
             self._wait_until_serving(names, server)
-            metrics = self._run_benchmark(context, run, names, result_uri)
-            succeeded = True
-            return metrics
-        finally:
-            try:
-                self._delete_created(wait=True)
-            except Exception:
-                if succeeded:
-                    raise
-                self.log.exception("cleanup after the failure did not finish")
+            self._start_benchmark(context, run, names, result_uri)
+            deadline, limit = self._job_deadline(context, run)
+            if self.deferrable:
+                from pathways_airflow.triggers.job import BatchJobTrigger
 
-    def _run_benchmark(
-        self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str
+                self._deferring = True
+                self.defer(
+                    trigger=BatchJobTrigger(
+                        name=names.job,
+                        namespace=self.namespace,
+                        target=self.hook.resolved_target().to_dict(),
+                        poll_interval=self.poll_interval,
+                        deadline=deadline,
+                        also_delete=[
+                            {"kind": LEADERWORKERSET.kind, "name": names.lws},
+                            {"kind": SERVICE.kind, "name": names.service},
+                        ],
+                    ),
+                    method_name="execute_complete",
+                    kwargs={"limit": limit},
+                )
+            return self._benchmark_result(self._wait_here(names, deadline), names, result_uri, limit)
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, limit: str = ""
     ) -> dict[str, Any]:
+        """Read how the benchmark Job ended and its result, then delete the server and the Job."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
+        names = self.names(context)
+        with self._lock:
+            self._created = [(r, self.namespace, n) for r, n in self._objects(names)]
+        with self._torn_down():
+            return self._benchmark_result(event, names, self.result_uri(names), limit)
+
+    @contextlib.contextmanager
+    def _torn_down(self) -> Iterator[None]:
+        """Delete what the task created when the block ends (and wait for the pods to go), unless it
+        defers: the trigger then owns the objects until ``execute_complete``."""
+        self._deferring = False
+        succeeded = False
+        try:
+            yield
+            succeeded = True
+        finally:
+            if not self._deferring:
+                try:
+                    self._delete_created(wait=True)
+                except Exception:
+                    if succeeded:
+                        raise
+                    self.log.exception("cleanup after the failure did not finish")
+
+    @staticmethod
+    def _objects(names: ServingNames) -> list[tuple[Resource, str]]:
+        return [(LEADERWORKERSET, names.lws), (SERVICE, names.service), (JOB, names.job)]
+
+    def _job_deadline(self, context: Context, run: BenchmarkRun) -> tuple[float, str]:
+        """When to stop waiting on the Job (epoch seconds), and which limit that is."""
+        own = time.time() + run.timeout_seconds + JOB_DEADLINE_GRACE
+        start = getattr(context["ti"], "start_date", None)
+        if self.execution_timeout and start is not None:
+            task = (start + self.execution_timeout).timestamp()
+            if task < own:
+                return task, f"execution_timeout ({self.execution_timeout})"
+        return own, f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
+
+    def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str) -> None:
+        """Create the Job, or adopt this task's running or finished one; replace a failed one."""
         labels, annotations = self._labels(context)
         manifest = render_benchmark_job(
             run,
@@ -723,15 +776,19 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             labels=labels,
             annotations=annotations,
         )
-        job = self._create(manifest, context)
-        if job_outcome(job).status in (FAILED, GONE):
-            self.log.info(
-                "%s already exists and has %s (an earlier try of this task); running it again",
-                names.job,
-                job_outcome(job).summary(),
-            )
-            self._delete_created_job(names)
-            job = self._create(manifest, context)
+        stale = job_outcome(self._create(manifest, context))
+        if stale.status in (FAILED, GONE):
+            self.log.info("%s from an earlier try of this task is %s; running it again", names.job, stale.summary())
+            self.hook.delete(JOB, self.namespace, names.job)
+            with self._lock:
+                self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
+            if self.hook.wait_gone(
+                self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=min(self.poll_interval, 1.0)
+            ):
+                raise InfrastructureError(
+                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try is still being deleted"
+                )
+            self._create(manifest, context)
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
             names.service,
@@ -740,43 +797,42 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             run.request_rate,
             run.max_output_length,
         )
-        deadline = time.monotonic() + run.timeout_seconds + JOB_DEADLINE_GRACE
+
+    def _wait_here(self, names: ServingNames, deadline: float) -> dict[str, Any]:
+        """Wait in the worker with the trigger's own reading of the Job; the same events."""
 
         def finished() -> JobOutcome | None:
             outcome = job_outcome(self.hook.get(JOB, self.namespace, names.job))
-            if outcome.status == GONE:
-                raise WorkloadDeletedError(
-                    f"benchmark Job {self.namespace}/{names.job} was deleted while it ran"
-                )
             return outcome if outcome.finished else None
 
-        done = self._wait(deadline, finished)
+        done = self._wait(time.monotonic() + max(0.0, deadline - time.time()), finished)
         if done is None:
-            raise InfrastructureError(
-                f"benchmark Job {self.namespace}/{names.job} did not finish within "
-                f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
-            )
+            return {"status": "timeout", "name": names.job, "namespace": self.namespace, "deleted": False}
+        return done.to_event(names.job, self.namespace)
+
+    def _benchmark_result(
+        self, event: Mapping[str, Any], names: ServingNames, result_uri: str, limit: str
+    ) -> dict[str, Any]:
+        """The metrics of a Job that completed; the failure's exception for any other end."""
+        status, where = event.get("status"), f"benchmark Job {self.namespace}/{names.job}"
+        if status == "timeout":
+            error = AirflowTaskTimeout if limit.startswith("execution_timeout") else InfrastructureError
+            raise error(f"{where} did not finish within {limit or 'its deadline'}")
+        if status == "error":
+            raise KubernetesApiError(f"lost track of {where}: {event.get('message')}")
+        if status == GONE:
+            raise WorkloadDeletedError(f"{where} was deleted while it ran")
         pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
-        if done.status == FAILED:
-            raise self._benchmark_failed(done, pods, names)
+        if status == FAILED:
+            raise self._benchmark_failed(JobOutcome.from_event(event), pods, names)
+        if status != COMPLETE:
+            raise KubernetesApiError(f"{where}: unexpected event {dict(event)!r}")
         for pod in pods:
             lines = self._log_tail(pod["metadata"]["name"], BENCHMARK_CONTAINER)
             if lines:
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
         return {**self._read_result(result_uri), "result_uri": result_uri}
-
-    def _delete_created_job(self, names: ServingNames) -> None:
-        self.hook.delete(JOB, self.namespace, names.job)
-        with self._lock:
-            self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
-        if self.hook.wait_gone(
-            self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=min(self.poll_interval, 1.0)
-        ):
-            raise InfrastructureError(
-                f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try "
-                "is still being deleted"
-            )
 
     def _benchmark_failed(
         self, outcome: JobOutcome, pods: Sequence[Mapping[str, Any]], names: ServingNames

@@ -6,26 +6,30 @@ or pod, including the headless Service LWS creates itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 
 import pytest
+from airflow.providers.common.compat.sdk import TaskDeferred
+from airflow.sdk.module_loading import import_string
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 from pathways_airflow.exceptions import BadSpecError, InfrastructureError, PathwaysError, UserCodeError
-from pathways_airflow.hooks.pathways import PathwaysHook
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.operators import (
     DeployInferenceServerOperator,
     InferenceBenchmarkOperator,
     TeardownInferenceServerOperator,
 )
-from pathways_airflow.resources import SERVICE
+from pathways_airflow.resources import JOB, SERVICE
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.spec.serving import METRIC_KEYS, serving_names
 from tests.cluster.test_workload_operator import TaskInstance
+from tests.cluster.triggers import first_event
 
 BUCKET = "pathways-demo"
 
@@ -341,3 +345,102 @@ def test_teardown_by_name_never_deletes_what_pathways_airflow_did_not_create(pat
         assert pathways_cluster.get("v1", "Service", "someones-svc") is not None
     finally:
         hook.delete(SERVICE, "default", "someones-svc")
+
+
+# --- deferred: the benchmark Job is waited for in the triggerer ---------------------------------
+
+
+def deferred_benchmark(task_id: str, checkpoint, **overrides) -> tuple[InferenceBenchmarkOperator, TaskInstance, TaskDeferred]:
+    """A benchmark that served, started its Job and deferred, as the worker leaves it."""
+    op = benchmark(task_id, checkpoint, deferrable=True, **overrides)
+    ti = TaskInstance("serving", task_id, "run-1")
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({"ti": ti})
+    return op, ti, deferred.value
+
+
+def kill_while_deferred(trigger, after: float = 0.5) -> None:
+    """Run the trigger revived from its serialized form, as the triggerer does, then kill its task."""
+    path, kwargs = trigger.serialize()
+    revived = import_string(path)(**json.loads(json.dumps(kwargs)))
+
+    async def main():
+        events = revived.run()
+        waiting = asyncio.ensure_future(events.__anext__())
+        try:
+            await asyncio.sleep(after)
+            assert not waiting.done(), "the benchmark ended before the kill"
+            waiting.cancel()
+            await revived.on_kill()
+        finally:
+            await events.aclose()
+            await AsyncPathwaysHook.close_all()
+
+    asyncio.run(main())
+
+
+def test_a_deferred_benchmark_resumes_from_the_triggers_event_and_leaves_nothing(pathways_cluster, checkpoint, bucket):
+    op, ti, deferred = deferred_benchmark("bench_deferred", checkpoint)
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    names = serving_names(identity)
+    assert deferred.trigger.name == names.job and deferred.method_name == "execute_complete"
+    assert {f"LeaderWorkerSet/{names.lws}", f"Service/{names.service}", f"Job/{names.job}"} <= set(
+        leftovers(pathways_cluster, identity)
+    )  # the server serves the Job while the task is deferred
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert event["status"] == "complete"
+    result = getattr(op, deferred.method_name)({"ti": ti}, event, **(deferred.kwargs or {}))
+    assert set(METRIC_KEYS) <= set(result) and result["completed"] == 6
+    assert result["result_uri"] == f"gs://{BUCKET}/inference-tests/results/{names.lws}.json"
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_a_deferred_benchmark_that_fails_raises_the_one_failed_job_rule_and_leaves_nothing(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_deferred_fails",
+        checkpoint,
+        benchmark_env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert (event["status"], event["reason"]) == ("failed", "BackoffLimitExceeded")
+    with pytest.raises(UserCodeError) as failure:
+        op.execute_complete({"ti": ti}, event, **(deferred.kwargs or {}))
+    assert failure.value.exit_code == 3
+    assert "| benchmark: exiting with code 3" in str(failure.value)
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_killing_the_deferred_benchmark_deletes_the_job_and_the_server(pathways_cluster, checkpoint):
+    _, ti, deferred = deferred_benchmark(
+        "bench_deferred_killed", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+
+    kill_while_deferred(deferred.trigger)
+
+    eventually_nothing_left(pathways_cluster, identity)
+
+
+def test_a_task_left_deferred_and_run_again_reattaches_to_its_server_and_job(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_reattached", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    names = serving_names(identity)
+    hook = PathwaysHook()
+    job_uid = hook.get(JOB, "default", names.job)["metadata"]["uid"]
+    lws_uid = pathways_cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", names.lws)["metadata"]["uid"]
+
+    with pytest.raises(TaskDeferred) as again:
+        op.execute_complete({"ti": ti}, None)
+
+    assert again.value.trigger.name == names.job
+    assert hook.get(JOB, "default", names.job)["metadata"]["uid"] == job_uid
+    assert pathways_cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", names.lws)["metadata"]["uid"] == lws_uid
+    kill_while_deferred(again.value.trigger)
+    eventually_nothing_left(pathways_cluster, identity)

@@ -514,8 +514,9 @@ def test_the_dry_run_renders_what_execute_applies(schema_validator):
 
 def test_bad_parameters_fail_at_parse_time_and_templates_wait_for_rendering():
     with pytest.raises(InvalidWorkloadSpec) as error:
-        operator(deferrable=True, topology="9x9", results_uri="/tmp/results")
+        operator(deferrable="yes", topology="9x9", results_uri="/tmp/results")
     assert set(error.value.fields) == {"deferrable", "topology", "results_uri"}
+    assert operator(deferrable=True).deferrable is True
     templated = operator(topology="{{ params.topology }}", num_prompts="{{ params.prompts }}")
     with pytest.raises(InvalidWorkloadSpec, match="topology='{{ params.topology }}'"):
         templated.render_manifests()

@@ -6,7 +6,8 @@ the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOp
 same work into Airflow setup and teardown tasks, for DAGs that do their own work against the
 server in between.
 
-What is run comes from the pure :mod:`pathways_airflow.spec.serving`; how the cluster is read is
+What is run comes from the pure :mod:`pathways_airflow.spec.serving` and
+:mod:`pathways_airflow.spec.benchmark`; how the cluster is read is
 the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`; the
 operators only fetch, ask and act. The server's start-up is waited for in the worker (it ends with
 a health check through the API server's service proxy, and a crash is read from the container's
@@ -69,9 +70,17 @@ from pathways_airflow.spec.names import (
     check_name_prefix,
     is_dns1123_label,
 )
-from pathways_airflow.spec.serving import (
+from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
     DEFAULT_BENCHMARK_SCRIPT,
+    BenchmarkRun,
+    benchmark_metrics,
+    build_benchmark,
+    render_benchmark_job,
+    result_object_uri,
+    results_uri_problem,
+)
+from pathways_airflow.spec.serving import (
     DEFAULT_CONFIG,
     DEFAULT_HTTP_IMAGE,
     DEFAULT_SERVER_IMAGE,
@@ -80,18 +89,12 @@ from pathways_airflow.spec.serving import (
     HEALTH_PATH,
     HTTP_PORT,
     SERVER_CONTAINER,
-    BenchmarkRun,
     JetStreamServer,
     ServingNames,
-    benchmark_metrics,
-    build_benchmark,
     build_server,
     names_for,
-    render_benchmark_job,
     render_leaderworkerset,
     render_service,
-    result_object_uri,
-    results_uri_problem,
     serving_names,
 )
 

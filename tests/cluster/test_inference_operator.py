@@ -27,7 +27,8 @@ from pathways_airflow.operators import (
 from pathways_airflow.resources import JOB, SERVICE
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.spec.serving import METRIC_KEYS, serving_names
+from pathways_airflow.spec.benchmark import METRIC_KEYS
+from pathways_airflow.spec.serving import serving_names
 from tests.cluster.test_workload_operator import TaskInstance
 from tests.cluster.triggers import first_event
 

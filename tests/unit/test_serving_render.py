@@ -15,20 +15,22 @@ from pathways_airflow.operators.inference import InferenceBenchmarkOperator
 from pathways_airflow.spec import MACHINE_TYPES, TaskIdentity
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.state.serving import crashed_container, server_progress
-from pathways_airflow.spec.serving import (
+from pathways_airflow.spec.benchmark import (
     DATASETS,
-    MAX_SERVING_NAME,
     METRIC_KEYS,
     benchmark_metrics,
     benchmark_script,
     build_benchmark,
+    render_benchmark_job,
+    result_object_uri,
+)
+from pathways_airflow.spec.serving import (
+    MAX_SERVING_NAME,
     build_server,
     checkpoint_items_uri,
     names_for,
-    render_benchmark_job,
     render_leaderworkerset,
     render_service,
-    result_object_uri,
     serving_names,
 )
 from pathways_airflow.spec.tpu import slice_shape, topologies_by_size

@@ -53,13 +53,15 @@ from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
-from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.state.serving import (
-    ContainerExit,
     ServerProgress,
+    benchmark_failed,
     first_crash,
     pod_selectors,
+    quoted_log,
+    server_crashed,
     server_progress,
+    server_timed_out,
 )
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import (
@@ -393,13 +395,18 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
                         "%s: the group was recreated (%d leaders so far)", names.lws, len(seen["leaders"])
                     )
             if progress.crash is not None:
-                raise self._server_crashed(names, progress.crash)
+                crash = progress.crash
+                quoted = self._quoted(crash.pod, crash.container, previous=crash.restarted)
+                raise server_crashed(self.namespace, names.lws, crash, quoted)
             if progress.available and self._healthy(names):
                 return progress
             return None
 
         if self._wait(deadline, step) is None:
-            raise self._startup_timeout(names, server, seen["summary"], len(seen["leaders"]))
+            quoted = self._quoted(f"{names.lws}-0", SERVER_CONTAINER)
+            raise server_timed_out(
+                self.namespace, names.lws, server.startup_seconds, seen["summary"], len(seen["leaders"]), quoted
+            )
         self.log.info(
             "%s serves %s (after %.0fs)", names.service, server.model_name, time.monotonic() - started
         )
@@ -437,49 +444,11 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         except (HTTPError, OSError):
             return False
 
-    def _log_tail(self, pod: str, container: str) -> list[str]:
-        return self.hook.read_log_tail(self.namespace, pod, container)
-
-    def _previous_log_tail(self, pod: str, container: str) -> list[str]:
-        """The log of the run before the container's last restart (empty if there is none)."""
-        return self.hook.read_log_tail(self.namespace, pod, container, previous=True)
-
-    def _quoted(self, lines: list[str], pod: str, container: str) -> str:
-        if not lines:
-            where = " (see the Cloud Logging link of this cluster)" if self.cluster_name else ""
-            return f"The log of {pod}/{container} could not be read{where}."
-        return f"Last {len(lines)} log lines of {pod}/{container}:\n" + "\n".join(
-            f"  | {line}" for line in lines
-        )
-
-    def _server_crashed(self, names: ServingNames, crash: ContainerExit) -> Exception:
-        lines = (
-            self._previous_log_tail(crash.pod, crash.container) if crash.restarted else []
-        ) or self._log_tail(crash.pod, crash.container)
-        return UserCodeError(
-            f"the JetStream server of {self.namespace}/{names.lws} exited with code {crash.exit_code}"
-            f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
-            f"{self._quoted(lines, crash.pod, crash.container)}\n{self._kubectl_hint(names)}",
-            exit_code=crash.exit_code,
-        )
-
-    def _startup_timeout(
-        self, names: ServingNames, server: JetStreamServer, summary: str | None, leaders: int
-    ) -> Exception:
-        leader = f"{names.lws}-0"
-        lines = self._log_tail(leader, SERVER_CONTAINER)
-        recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
-        return InfrastructureError(
-            f"the JetStream server {self.namespace}/{names.lws} did not serve within startup_timeout="
-            f"{server.startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n"
-            f"{self._quoted(lines, leader, SERVER_CONTAINER)}\n{self._kubectl_hint(names)}"
-        )
-
-    def _kubectl_hint(self, names: ServingNames) -> str:
-        return (
-            f"Look further with: kubectl -n {self.namespace} describe leaderworkerset {names.lws}; "
-            f"kubectl -n {self.namespace} get pods -l {well_known.LWS_NAME}={names.lws}"
-        )
+    def _quoted(self, pod: str, container: str, *, previous: bool = False) -> str:
+        """The container's last log lines (of its run before the last restart with ``previous``, if any)."""
+        lines = self.hook.read_log_tail(self.namespace, pod, container, previous=True) if previous else []
+        lines = lines or self.hook.read_log_tail(self.namespace, pod, container)
+        return quoted_log(lines, pod, container, on_gke=bool(self.cluster_name))
 
     def _delete_created(self, *, wait: bool) -> None:
         """Delete every object this task created or adopted; with ``wait``, until their pods are gone.
@@ -827,38 +796,18 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             raise WorkloadDeletedError(f"{where} was deleted while it ran")
         pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
         if status == FAILED:
-            raise self._benchmark_failed(JobOutcome.from_event(event), pods, names)
+            crash = first_crash(pods, BENCHMARK_CONTAINER)
+            disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
+            quoted = self._quoted(crash.pod, crash.container) if crash else ""
+            raise benchmark_failed(self.namespace, names.job, JobOutcome.from_event(event), crash, disruption, quoted)
         if status != COMPLETE:
             raise KubernetesApiError(f"{where}: unexpected event {dict(event)!r}")
         for pod in pods:
-            lines = self._log_tail(pod["metadata"]["name"], BENCHMARK_CONTAINER)
+            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], BENCHMARK_CONTAINER)
             if lines:
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
         return {**self._read_result(result_uri), "result_uri": result_uri}
-
-    def _benchmark_failed(
-        self, outcome: JobOutcome, pods: Sequence[Mapping[str, Any]], names: ServingNames
-    ) -> Exception:
-        """The one failed-Job rule (``state.outcome``): a benchmark lost to preemption is retried,
-        a benchmark that crashed on its own is not."""
-        crash = first_crash(pods, BENCHMARK_CONTAINER)
-        disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
-        hint = f"Look further with: kubectl -n {self.namespace} describe job {names.job}"
-        if crash is None:
-            message = (
-                f"benchmark Job {self.namespace}/{names.job} {outcome.summary()}; "
-                f"no container exit code was recorded{f' ({disruption})' if disruption else ''}.\n{hint}"
-            )
-            return failed_job_exception(message, exit_code=None, disruption=disruption)
-        lines = self._log_tail(crash.pod, crash.container)
-        message = (
-            f"benchmark Job {self.namespace}/{names.job} {outcome.summary()}: "
-            f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}"
-            f"{f' ({disruption})' if disruption else ''}.\n"
-            f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}"
-        )
-        return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)
 
     def _read_result(self, result_uri: str) -> dict[str, Any]:
         client = storage_client(self.gcp_conn_id)

@@ -486,6 +486,28 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         else:
             self.log.info("deleted objects and their pods are gone")
 
+    @contextlib.contextmanager
+    def _torn_down(self, *, keep_on_success: bool = False) -> Iterator[None]:
+        """Delete what the task created when the block ends, and wait for the pods to go: always
+        after a failure, after success unless ``keep_on_success`` (a setup task's server). Not when
+        the task defers: the trigger then holds the objects until ``execute_complete``."""
+        self._deferring = False
+        succeeded = False
+        try:
+            yield
+            succeeded = True
+        finally:
+            if self._deferring or (succeeded and keep_on_success):
+                with self._lock:
+                    self._created = []
+            else:
+                try:
+                    self._delete_created(wait=True)
+                except Exception:
+                    if succeeded:
+                        raise
+                    self.log.exception("cleanup after the failure did not finish")
+
     def on_kill(self) -> None:
         """The task was killed or timed out: stop waiting and delete what it created."""
         self._stopped.set()
@@ -704,24 +726,6 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         with self._torn_down():
             return self._benchmark_result(event, names, self.result_uri(names), limit)
 
-    @contextlib.contextmanager
-    def _torn_down(self) -> Iterator[None]:
-        """Delete what the task created when the block ends (and wait for the pods to go), unless it
-        defers: the trigger then owns the objects until ``execute_complete``."""
-        self._deferring = False
-        succeeded = False
-        try:
-            yield
-            succeeded = True
-        finally:
-            if not self._deferring:
-                try:
-                    self._delete_created(wait=True)
-                except Exception:
-                    if succeeded:
-                        raise
-                    self.log.exception("cleanup after the failure did not finish")
-
     @staticmethod
     def _objects(names: ServingNames) -> list[tuple[Resource, str]]:
         return [(LEADERWORKERSET, names.lws), (SERVICE, names.service), (JOB, names.job)]
@@ -846,17 +850,9 @@ class DeployInferenceServerOperator(_JetStreamServerOperator):
         self.validate()
         server, names = self.server(), self.names(context)
         self._preflight(server)
-        try:
+        with self._torn_down(keep_on_success=True):
             self._deploy(context, server, names)
             self._wait_until_serving(names, server)
-        except BaseException:
-            try:
-                self._delete_created(wait=True)
-            except Exception:
-                self.log.exception("cleanup after the failure did not finish")
-            raise
-        with self._lock:
-            self._created = []
         return {
             "name": names.lws,
             "service": names.service,

@@ -329,6 +329,20 @@ def test_deploy_serves_a_retry_adopts_it_and_teardown_deletes_it(pathways_cluste
     assert teardown.execute({"ti": TaskInstance("serving", "teardown", "run-1")}) == []
 
 
+def test_a_deploy_whose_server_crashes_deletes_it_itself(pathways_cluster, checkpoint):
+    """A teardown task does not run after its setup failed, so the setup cleans up after itself."""
+    ti = TaskInstance("serving", "deploy_crashes", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    op = DeployInferenceServerOperator(
+        task_id="deploy_crashes", **server_params(checkpoint, env={"PATHWAYS_TESTING_TTFT_MS": "-5"})
+    )
+
+    with pytest.raises(UserCodeError, match="exited with code 1"):
+        op.execute({"ti": ti})
+
+    assert leftovers(pathways_cluster, identity) == []
+
+
 def test_teardown_by_name_never_deletes_what_pathways_airflow_did_not_create(pathways_cluster):
     hook = PathwaysHook()
     foreign = {

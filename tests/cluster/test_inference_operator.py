@@ -441,6 +441,22 @@ def test_killing_the_deferred_benchmark_deletes_the_job_and_the_server(pathways_
     eventually_nothing_left(pathways_cluster, identity)
 
 
+def test_a_deferred_benchmark_past_its_deadline_deletes_the_job_then_the_server(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_deferred_late", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    assert deferred.kwargs == {"limit": "3900s"}
+    deferred.trigger.deadline = time.time() + 0.5
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert (event["status"], event["deleted"]) == ("timeout", True)
+    with pytest.raises(InfrastructureError, match="did not finish within 3900s"):
+        op.execute_complete({"ti": ti}, event, **deferred.kwargs)
+    assert leftovers(pathways_cluster, identity) == []
+
+
 def test_a_task_left_deferred_and_run_again_reattaches_to_its_server_and_job(pathways_cluster, checkpoint):
     op, ti, deferred = deferred_benchmark(
         "bench_reattached", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -522,3 +523,16 @@ def test_bad_parameters_fail_at_parse_time_and_templates_wait_for_rendering():
     templated = operator(topology="{{ params.topology }}", num_prompts="{{ params.prompts }}")
     with pytest.raises(InvalidWorkloadSpec, match="topology='{{ params.topology }}'"):
         templated.render_manifests()
+
+
+@pytest.mark.parametrize("configured", ["True", "False"])
+def test_the_benchmark_defers_by_the_operators_default_deferrable_setting(configured, tmp_path):
+    code = (
+        "from pathways_airflow.operators import InferenceBenchmarkOperator as Op;"
+        "print(Op(task_id='b', checkpoint='gs://bkt/c/0/items', model_name='llama2-7b', tpu='v5e', topology='2x4',"
+        " pathways_dir='gs://bkt/p', num_prompts=1, request_rate=1, max_output_length=1, dataset='test',"
+        " results_uri='gs://bkt/r/').deferrable)"
+    )
+    env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured, "AIRFLOW_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == configured

@@ -75,9 +75,11 @@ from pathways_airflow.spec.names import (
 from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
     DEFAULT_BENCHMARK_SCRIPT,
+    TASK_LIMIT,
     BenchmarkRun,
     benchmark_metrics,
     build_benchmark,
+    job_deadline,
     render_benchmark_job,
     result_object_uri,
     results_uri_problem,
@@ -103,8 +105,6 @@ from pathways_airflow.spec.serving import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-JOB_DEADLINE_GRACE = 300
-"""Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
 NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
 """``/healthcheck`` answers 500 while JetStream loads; the proxy answers 503 while no pod serves."""
 
@@ -722,23 +722,18 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             return self.execute(context)
         names = self.names(context)
         with self._lock:
-            self._created = [(r, self.namespace, n) for r, n in self._objects(names)]
+            self._created = [
+                (LEADERWORKERSET, self.namespace, names.lws),
+                (SERVICE, self.namespace, names.service),
+                (JOB, self.namespace, names.job),
+            ]
         with self._torn_down():
             return self._benchmark_result(event, names, self.result_uri(names), limit)
 
-    @staticmethod
-    def _objects(names: ServingNames) -> list[tuple[Resource, str]]:
-        return [(LEADERWORKERSET, names.lws), (SERVICE, names.service), (JOB, names.job)]
-
     def _job_deadline(self, context: Context, run: BenchmarkRun) -> tuple[float, str]:
-        """When to stop waiting on the Job (epoch seconds), and which limit that is."""
-        own = time.time() + run.timeout_seconds + JOB_DEADLINE_GRACE
         start = getattr(context["ti"], "start_date", None)
-        if self.execution_timeout and start is not None:
-            task = (start + self.execution_timeout).timestamp()
-            if task < own:
-                return task, f"execution_timeout ({self.execution_timeout})"
-        return own, f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
+        task = (start + self.execution_timeout).timestamp() if self.execution_timeout and start else None
+        return job_deadline(time.time(), run.timeout_seconds, task, f"{TASK_LIMIT} ({self.execution_timeout})")
 
     def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str) -> None:
         """Create the Job, or adopt this task's running or finished one; replace a failed one."""
@@ -792,7 +787,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         """The metrics of a Job that completed; the failure's exception for any other end."""
         status, where = event.get("status"), f"benchmark Job {self.namespace}/{names.job}"
         if status == "timeout":
-            error = AirflowTaskTimeout if limit.startswith("execution_timeout") else InfrastructureError
+            error = AirflowTaskTimeout if limit.startswith(TASK_LIMIT) else InfrastructureError
             raise error(f"{where} did not finish within {limit or 'its deadline'}")
         if status == "error":
             raise KubernetesApiError(f"lost track of {where}: {event.get('message')}")

@@ -36,6 +36,9 @@ from pathways_airflow.spec.workload import (
 )
 
 BENCHMARK_CONTAINER = "benchmark"
+JOB_DEADLINE_GRACE = 300
+"""Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
+TASK_LIMIT = "execution_timeout"
 DEFAULT_BENCHMARK_SCRIPT = "JetStream/benchmarks/benchmark_serving.py"
 """Where JetStream's benchmark sits in the JetStream/MaxText images (``./JetStream`` in their workdir)."""
 DATASETS = ("test", "sharegpt", "openorca", "mmlu", "math500", "longcontext", "prefix_cache_test")
@@ -363,6 +366,19 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def job_deadline(now: float, timeout_seconds: int, task_deadline: float | None, task_limit: str = TASK_LIMIT) -> tuple[float, str]:
+    """When to stop waiting on the benchmark Job (epoch seconds), and which limit that is.
+
+    The Job controller fails the Job at its ``activeDeadlineSeconds``; the wait gives it
+    :data:`JOB_DEADLINE_GRACE` more to say so, unless the task's own deadline (``task_limit``,
+    its ``execution_timeout``) comes first.
+    """
+    own = now + timeout_seconds + JOB_DEADLINE_GRACE
+    if task_deadline is not None and task_deadline < own:
+        return task_deadline, task_limit
+    return own, f"{timeout_seconds + JOB_DEADLINE_GRACE}s"
+
+
 __all__ = [
     "BENCHMARK_CONTAINER",
     "DATASETS",
@@ -371,6 +387,7 @@ __all__ = [
     "benchmark_metrics",
     "benchmark_script",
     "build_benchmark",
+    "job_deadline",
     "render_benchmark_job",
     "result_object_uri",
     "results_uri_problem",

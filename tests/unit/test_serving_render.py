@@ -18,10 +18,12 @@ from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.state.serving import crashed_container, server_progress
 from pathways_airflow.spec.benchmark import (
     DATASETS,
+    JOB_DEADLINE_GRACE,
     METRIC_KEYS,
     benchmark_metrics,
     benchmark_script,
     build_benchmark,
+    job_deadline,
     render_benchmark_job,
     result_object_uri,
 )
@@ -536,3 +538,9 @@ def test_the_benchmark_defers_by_the_operators_default_deferrable_setting(config
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured, "AIRFLOW_HOME": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == configured
+
+
+def test_the_benchmark_wait_ends_after_the_jobs_own_deadline_or_the_tasks_whichever_is_first():
+    assert job_deadline(1000.0, 3600, None) == (1000.0 + 3600 + JOB_DEADLINE_GRACE, f"{3600 + JOB_DEADLINE_GRACE}s")
+    assert job_deadline(1000.0, 3600, 2000.0, "execution_timeout (0:16:40)") == (2000.0, "execution_timeout (0:16:40)")
+    assert job_deadline(1000.0, 60, 9000.0)[1] == f"{60 + JOB_DEADLINE_GRACE}s"

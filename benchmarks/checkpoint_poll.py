@@ -60,7 +60,7 @@ def upload(endpoint: str, steps: int, files: int, concurrency: int = 64) -> int:
     """Write the checkpoint directory into the emulator; returns the object count."""
     import asyncio
 
-    from pathways_airflow.testing.gcs import AsyncGcs
+    from pathways_airflow_testing.gcs import AsyncGcs
 
     names = [name for index in range(1, steps + 2) for name in step_files(index * STEP_EVERY, files, committed=index <= steps)]
 
@@ -122,7 +122,7 @@ def run_one(files: int, steps: int, pokes: int, anchor_pokes: int) -> dict[str, 
     from airflow.providers.google.cloud.sensors.gcs import GCSObjectsWithPrefixExistenceSensor
 
     from pathways_airflow.sensors import CheckpointSensor
-    from pathways_airflow.testing.gcs import GcsEmulator
+    from pathways_airflow_testing.gcs import GcsEmulator
 
     with GcsEmulator(buckets=[BUCKET]) as emulator:
         began = time.monotonic()

@@ -128,7 +128,7 @@ def main() -> int:
         print(json.dumps(asyncio.run(load(*args.load, args.watches, args.rps, args.seconds))))
         return 0
 
-    from pathways_airflow.testing import LocalCluster
+    from pathways_airflow_testing import LocalCluster
 
     with LocalCluster(gcs=False, kueue=False) as cluster:
         cpu_before = time.process_time()

@@ -2,7 +2,7 @@
 
 One run, one local cluster, the same process layout for every contender:
 
-* this process runs the :class:`~pathways_airflow.testing.LocalCluster` (the API server) and the
+* this process runs the :class:`~pathways_airflow_testing.LocalCluster` (the API server) and the
   driver that changes the workloads' state at random times;
 * each contender gets its own *triggerer* process (this script with ``--triggerer``), which
   rebuilds N triggers from their serialized form, as Airflow's triggerer does, and runs their
@@ -624,7 +624,7 @@ def main() -> int:
 
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="triggerer-scale-home-"))
-    from pathways_airflow.testing import LocalCluster
+    from pathways_airflow_testing import LocalCluster
 
     report: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},

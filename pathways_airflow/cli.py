@@ -7,6 +7,10 @@ line after ``--`` is the main container's command::
     pathways-airflow render --tpu v5e --topology 2x4 --num-slices 2 \\
         --pathways-dir gs://my-bucket/pathways --image us-docker.pkg.dev/me/maxtext:latest \\
         -- python3 -m MaxText.train MaxText/configs/base.yml steps=100
+
+With ``pathways-airflow-testing`` installed (the ``testing`` extra), ``local-cluster`` and
+``demo`` are subcommands too, and ``render --crds`` checks the manifest against CRD schemas; the
+provider alone has ``render`` only (see :mod:`pathways_airflow.extensions`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Sequence
 
 import yaml
 
+from pathways_airflow.extensions import CLI_GROUP, CRDS_GROUP, INSTALL_HINT, extensions
 from pathways_airflow.spec import InvalidWorkloadSpec, build_workload, render
 from pathways_airflow.spec.errors import SpecProblem
 from pathways_airflow.spec.names import name_problem
@@ -96,7 +101,7 @@ def render_parser(subparsers: argparse._SubParsersAction) -> None:
         "--crds",
         action="append",
         metavar="PATH",
-        help="CRD YAML file or directory: also validate the manifest against it (strict)",
+        help="CRD YAML file or directory: also validate the manifest against it (strict; needs the testing extra)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the main container's command")
     parser.set_defaults(run=run_render)
@@ -138,9 +143,11 @@ def run_render(args: argparse.Namespace) -> int:
         return 2
     manifest = render(workload, backend=args.backend, name=args.name, namespace=args.namespace)
     if args.crds:
-        from pathways_airflow.crds import SchemaValidator
-
-        errors = SchemaValidator.from_paths(args.crds).errors(manifest)
+        validators = extensions(CRDS_GROUP)
+        if not validators:
+            print(f"pathways-airflow: --crds needs pathways-airflow-testing: {INSTALL_HINT}", file=sys.stderr)
+            return 2
+        errors = validators[0].load().from_paths(args.crds).errors(manifest)
         if errors:
             print("pathways-airflow: the manifest does not match its CRD:", file=sys.stderr)
             for line in errors:
@@ -156,11 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="subcommand", required=True)
     render_parser(subparsers)
-    from pathways_airflow.demo import demo_parser
-    from pathways_airflow.testing.cli import local_cluster_parser
-
-    demo_parser(subparsers)
-    local_cluster_parser(subparsers)
+    for subcommand in extensions(CLI_GROUP):
+        subcommand.load()(subparsers)
     return parser
 
 

@@ -34,6 +34,13 @@ class WorkloadDeletedError(PathwaysError):
     """The workload disappeared while the task waited on it."""
 
 
+class WorkloadEndedError(PathwaysError, AirflowFailException):
+    """A workload a sensor watches ended (failed, or was deleted) before reaching the awaited phase.
+
+    Retrying the sensor cannot change how someone else's workload ended, so Airflow does not retry it.
+    """
+
+
 class InfrastructureError(PathwaysError):
     """The cluster or the platform ended the workload (disruption, unknown infrastructure failure)."""
 
@@ -77,3 +84,7 @@ class BenchmarkRegressionError(PathwaysError, AirflowFailException):
         self.regressions = tuple(regressions)
         self.report_uri = report_uri
         self.result = result or {}
+
+
+class CheckpointLookupError(PathwaysError):
+    """The checkpoint directory could not be read for too long while the task was deferred."""

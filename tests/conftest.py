@@ -42,7 +42,7 @@ def crds() -> Path:
 
 @pytest.fixture(scope="session")
 def schema_validator(crds: Path):
-    from pathways_airflow.crds import SchemaValidator
+    from pathways_airflow_testing.crds import SchemaValidator
 
     return SchemaValidator.from_paths([crds])
 

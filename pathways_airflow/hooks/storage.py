@@ -1,4 +1,4 @@
-"""Checkpoint storage: one look at a checkpoint directory on ``gs://`` or a local path.
+"""Storage: one look at a checkpoint directory on ``gs://`` or a local path, and the small objects beside it.
 
 The I/O half of the checkpoint rules; what counts as committed, and how a look is described,
 is the pure :mod:`pathways_airflow.checkpoints`. The cost of one look does not grow with the
@@ -9,7 +9,9 @@ functions, so importing an operator or a trigger stays cheap for the DAG process
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from typing import Any
 
 from pathways_airflow.checkpoints import (
@@ -68,6 +70,109 @@ def read_object(client: Any, uri: str) -> bytes | None:
         return client.bucket(bucket).blob(name).download_as_bytes()
     except NotFound:
         return None
+
+
+
+def _blob(client: Any, uri: str) -> Any:
+    bucket, name = split_gcs_uri(uri)
+    return client.bucket(bucket).blob(name)
+
+
+def gcs_exists(client: Any, uri: str) -> bool:
+    """Whether the object ``uri`` exists (a commit marker, a result)."""
+    return bool(_blob(client, uri).exists())
+
+
+def gcs_has_objects(client: Any, directory: str) -> bool:
+    """Whether anything at all is stored under ``directory`` (one listing of at most one object)."""
+    bucket, name = split_gcs_uri(directory)
+    prefix = f"{name.strip('/')}/" if name.strip("/") else ""
+    return any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1))
+
+
+def gcs_read_json(client: Any, uri: str) -> Any:
+    """The object's JSON, or ``None`` when it is missing or not JSON."""
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return json.loads(_blob(client, uri).download_as_bytes())
+    except (NotFound, ValueError):
+        return None
+
+
+def gcs_write_json(client: Any, uri: str, data: Any) -> None:
+    """Write ``data`` as indented, key-sorted JSON (small records: provenance, results)."""
+    text = json.dumps(data, indent=2, sort_keys=True)
+    _blob(client, uri).upload_from_string(text, content_type="application/json")
+
+
+class ObjectChanged(Exception):
+    """Another writer changed the object between our read and our conditional write."""
+
+
+def read_with_generation(client: Any, uri: str) -> tuple[bytes | None, int]:
+    """The object's bytes and the generation they are of; ``(None, 0)`` when it does not exist.
+
+    The bytes are read with ``if_generation_match``, so they belong to the generation returned:
+    a write in between raises :class:`ObjectChanged` rather than pairing old bytes with a new
+    generation.
+    """
+    from google.api_core.exceptions import NotFound, PreconditionFailed
+
+    bucket, name = split_gcs_uri(uri)
+    blob = client.bucket(bucket).get_blob(name)
+    if blob is None:
+        return None, 0
+    try:
+        return blob.download_as_bytes(if_generation_match=blob.generation), int(blob.generation)
+    except (PreconditionFailed, NotFound):
+        raise ObjectChanged(uri) from None
+
+
+def write_if_generation(client: Any, uri: str, text: str, content_type: str, generation: int) -> None:
+    """Write ``uri`` only if it is still at ``generation`` (0: only if it does not exist), else :class:`ObjectChanged`."""
+    from google.api_core.exceptions import PreconditionFailed
+
+    try:
+        _blob(client, uri).upload_from_string(text, content_type=content_type, if_generation_match=generation)
+    except PreconditionFailed:
+        raise ObjectChanged(uri) from None
+
+
+def missing_buckets(client: Any, uris: list[str]) -> list[str]:
+    """The buckets of the ``gs://`` URIs that do not exist, each once, in order.
+
+    A credential that may write objects but not read bucket metadata (403) gets the benefit of
+    the doubt: its bucket is not reported, and the write itself will say what is wrong.
+    """
+    from google.api_core.exceptions import Forbidden
+
+    missing = []
+    for bucket in dict.fromkeys(split_gcs_uri(uri)[0] for uri in uris if is_gcs(uri)):
+        try:
+            if not client.bucket(bucket).exists():
+                missing.append(bucket)
+        except Forbidden:
+            continue
+    return missing
+
+
+def write_file(client: Any, uri: str, data: bytes, content_type: str) -> None:
+    """Write ``data`` to a ``gs://`` object or a local file; locally atomically (a reader never sees half a PNG)."""
+    if is_gcs(uri):
+        _blob(client, uri).upload_from_string(data, content_type=content_type)
+        return
+    directory = os.path.dirname(uri)
+    os.makedirs(directory, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, uri)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def scan_checkpoints(

@@ -36,13 +36,6 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         name: str,
         namespace: str = "default",
         backend: str = "pathwaysjob",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         wait_seconds: float = 300.0,
         **kwargs: Any,
     ) -> None:
@@ -50,15 +43,6 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.name = name
         self.namespace = namespace
         self.backend = backend
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.wait_seconds = wait_seconds
 
     def execute(self, context: Context) -> bool:

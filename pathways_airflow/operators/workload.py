@@ -19,30 +19,24 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
-from pathways_airflow.exceptions import (
-    BadSpecError,
-    DisruptionBudgetExhausted,
-    RetryableUserCodeError,
-    InfrastructureError,
-    KubernetesApiError,
-    UserCodeError,
-    WorkloadDeletedError,
-)
+from pathways_airflow.exceptions import DisruptionBudgetExhausted, KubernetesApiError, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
-from pathways_airflow.state.disruption import Classification, Verdict, summarize
-from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.progress import steps_recomputed
+from pathways_airflow.state.disruption import Classification, summarize
+from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, workload_failure
+from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.status import failed_container
 from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
-from pathways_airflow.spec.arguments import looks_templated  # also importable from here, as before
+from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
+from pathways_airflow.spec.arguments import namespace_problem, storage_dir_problem
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix, is_dns1123_label
+from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix
 from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
-from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer
+from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer, with_resume_env
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -106,8 +100,8 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         PathwaysJob controller).
     :param queue_name: Kueue LocalQueue; :param priority_class: Kueue WorkloadPriorityClass.
     :param namespace: namespace of the workload.
-    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
-        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param kubernetes_conn_id: and the other cluster parameters: see
+        :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
     :param checkpoint_dir: where the program writes Orbax checkpoints (enables resume and the
         checkpoint in the result).
     :param name_prefix: human-readable start of the workload name (≤ 10 characters); by
@@ -182,13 +176,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         annotations: Mapping[str, str] | None = None,
         backend: str = "pathwaysjob",
         namespace: str = "default",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         checkpoint_dir: str | None = None,
         name_prefix: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -231,15 +218,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.annotations = annotations
         self.backend = backend
         self.namespace = namespace
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.checkpoint_dir = checkpoint_dir
         self.name_prefix = name_prefix
         self.deferrable = deferrable
@@ -254,7 +232,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             if isinstance(system_exit_codes, (list, tuple, set, frozenset, range))
             else XPK_SYSTEM_EXIT_CODES if system_exit_codes is None else system_exit_codes
         )
-        self._resume: Checkpoint | None = None
         self._submitted: tuple[str, str] | None = None
         # Fail at DAG parse time for everything already known; templated values are checked
         # again once rendered, before anything is submitted.
@@ -303,21 +280,27 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         """``max_disruptions`` as a number (a template renders it to a string); valid once validated."""
         return int(self.max_disruptions)
 
-    def _workload_arguments(self) -> dict[str, Any]:
+    def _workload_arguments(self, resume_from: Checkpoint | None = None) -> dict[str, Any]:
         arguments = {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
-        if self._resume is not None and self.image is not None:
-            arguments["env"] = with_resume_env(arguments["env"], self._resume)
+        if resume_from is not None and self.image is not None:
+            arguments["env"] = with_resume_env(arguments["env"], resume_from)
         return arguments
 
-    def workload(self) -> Workload:
-        """The validated workload from the operator's current (rendered) parameters."""
-        return build_workload(**self._workload_arguments())
+    def workload(self, resume_from: Checkpoint | None = None) -> Workload:
+        """The validated workload from the operator's current (rendered) parameters.
+
+        ``resume_from``: the checkpoint a resubmitted workload resumes from, handed to the
+        program as ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
+        """
+        return build_workload(**self._workload_arguments(resume_from))
 
     def task_identity(self, context: Context | None = None) -> TaskIdentity:
         """Which task instance the workload belongs to; placeholders for a dry run."""
         return task_identity(self, context)
 
-    def render_manifest(self, context: Context | None = None, *, attempt: int = 0) -> dict[str, Any]:
+    def render_manifest(
+        self, context: Context | None = None, *, attempt: int = 0, resume_from: Checkpoint | None = None
+    ) -> dict[str, Any]:
         """Exactly what would be applied: the PathwaysJob or JobSet manifest (a dry run).
 
         Works without a context (placeholder run id); inside a task it uses the task instance,
@@ -326,7 +309,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.validate()
         identity = self.task_identity(context)
         return render(
-            self.workload(),
+            self.workload(resume_from),
             backend=self.backend,
             name=identity.workload_name(attempt, self.name_prefix),
             namespace=self.namespace,
@@ -359,27 +342,31 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
                 "fix the program and clear the task."
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
-        started = time.time()
+        record = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
+        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), record.disruptions)
         if plan.reuse is None and plan.adopt is None:
-            self._resume = self._newest_checkpoint() if plan.attempt > 0 else None
-            adoption = self.hook.create_or_adopt(self.render_manifest(context, attempt=plan.attempt), identity.key)
+            resume_from = self._newest_checkpoint() if plan.attempt > 0 else None
+            manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
+            adoption = self.hook.create_or_adopt(manifest, identity.key)
             verb = "submitted" if adoption.created else "adopted the existing"
             self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))
-        self._submitted = (self.namespace, name)
-        record = {
-            "name": name,
-            "namespace": self.namespace,
-            "backend": self.backend,
-            "attempt": plan.attempt,
-            "started": started,
-            "disruptions": recorded.get("disruptions", []),
-        }
-        _store_set(store, record)
-        context["ti"].xcom_push(key=STATE_KEY, value={**record, **self._link_fields()})
         if plan.reuse is not None:
+            self._remember(context, record)
             return self._complete(context, record, WorkloadState(Phase.SUCCEEDED, "succeeded in an earlier try"))
+        return self._wait(context, record)
+
+    def _remember(self, context: Context, record: Submission) -> None:
+        """Note the submission where a kill, a retry and the links will look for it."""
+        self._submitted = (record.namespace, record.name)
+        _store_set(context.get("task_state_store"), record.to_dict())
+        context["ti"].xcom_push(key=STATE_KEY, value={**record.to_dict(), **self._link_fields()})
+
+    def _wait(self, context: Context, record: Submission) -> dict[str, Any]:
+        """Wait for ``record``'s workload to finish: in the triggerer, or here."""
+        self._remember(context, record)
         if self.deferrable:
-            self.defer(trigger=self._trigger(context, name), method_name="execute_complete", kwargs={"record": record})
+            trigger = self._trigger(context, record.name)
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"record": record.to_dict()})
         return self._wait_here(context, record)
 
     def _deadline(self, context: Context) -> float | None:
@@ -399,40 +386,33 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         """
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
-        record = record or self._recorded(context, event)
-        self._submitted = (record["namespace"], record["name"])
-        status = event.get("status")
-        if status == "timeout":
+        finished = WorkloadEvent.from_payload(event)
+        submission = self._recorded(context, record, finished)
+        self._submitted = (submission.namespace, submission.name)
+        if finished.status == "timeout":
             raise AirflowTaskTimeout(
-                f"{record['name']} did not finish within execution_timeout ({self.execution_timeout}); "
-                f"it was {'deleted' if event.get('deleted') else 'already gone'}. Last state: "
-                f"{WorkloadState.from_dict(event['state']).summary()}"
+                f"{submission.name} did not finish within execution_timeout ({self.execution_timeout}); "
+                f"it was {'deleted' if finished.deleted else 'already gone'}. Last state: "
+                f"{finished.state.summary() if finished.state else 'unknown'}"
             )
-        if status != "finished":
+        if finished.status != "finished" or finished.state is None:
             raise KubernetesApiError(
-                f"lost track of {record['name']}: {event.get('message')}. The workload was left running; "
-                f"a retry of this task re-attaches to it. {self._kubectl_hint(record['name'])}"
+                f"lost track of {submission.name}: {finished.message}. The workload was left running; "
+                f"a retry of this task re-attaches to it. {self._kubectl_hint(submission.name)}"
             )
-        state = WorkloadState.from_dict(event["state"])
-        classification = Classification.from_dict(event["classification"]) if event.get("classification") else None
-        record = {**record, "disruptions": [*record.get("disruptions", []), *self._jobset_restarts(event)]}
-        if state.phase is Phase.FAILED and classification is not None and disrupted(state, classification):
-            return self._resubmit_after_disruption(context, record, state, classification, event)
-        return self._complete(context, record, state, event.get("failure"), classification)
+        submission = submission.with_disruptions(*finished.restarts)
+        if next_step(finished.state, finished.classification) is NextStep.RESUBMIT:
+            return self._resubmit_after_disruption(context, submission, finished)
+        return self._complete(context, submission, finished.state, finished.failure, finished.classification)
 
-    def _recorded(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """The submission record when the resume did not carry it (the task state store, XCom)."""
-        record = _store_get(context.get("task_state_store"))
+    def _recorded(self, context: Context, record: dict[str, Any] | None, event: WorkloadEvent) -> Submission:
+        """The submission record: carried by the resume, else from the task state store or XCom."""
+        if record is None:
+            record = _store_get(context.get("task_state_store"))
         if record is None:
             record = context["ti"].xcom_pull(task_ids=self.task_id, key=STATE_KEY) or {}
-        return {
-            "name": event.get("name") or record.get("name"),
-            "namespace": record.get("namespace", self.namespace),
-            "backend": record.get("backend", self.backend),
-            "attempt": record.get("attempt", 0),
-            "started": record.get("started", time.time()),
-            "disruptions": record.get("disruptions", []),
-        }
+        submission = Submission.from_dict(record, namespace=self.namespace, backend=self.backend)
+        return dataclasses.replace(submission, name=event.name or submission.name)
 
     def _trigger(self, context: Context, name: str, last_state: dict[str, Any] | None = None) -> Any:
         from pathways_airflow.triggers.workload import PathwaysJobTrigger
@@ -446,7 +426,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             last_state=last_state,
         )
 
-    def _wait_here(self, context: Context, record: dict[str, Any]) -> dict[str, Any]:
+    def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:
         """Wait in the worker (not deferring) with the same trigger, run on a loop of our own.
 
         The same watches, the same state core, the same log capture as in the triggerer; only
@@ -457,7 +437,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         from pathways_airflow.hooks.pathways import AsyncPathwaysHook
 
         async def first_event() -> dict[str, Any]:
-            events = self._trigger(context, record["name"]).run()
+            events = self._trigger(context, record.name).run()
             try:
                 event = await events.__anext__()
                 return dict(event.payload)
@@ -465,80 +445,56 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
                 await events.aclose()
                 await AsyncPathwaysHook.close_all()
 
-        return self.execute_complete(context, asyncio.run(first_event()), record)
-
-    def _jobset_restarts(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        """Restarts the JobSet made by itself (within its own maxRestarts), as disruptions seen."""
-        return [
-            {"time": r["time"], "kind": r["kind"], "evidence": r["evidence"], "handled_by": "JobSet restart", "reached_step": r.get("last_step")}
-            for r in event.get("restarts") or ()
-        ]
+        return self.execute_complete(context, asyncio.run(first_event()), record.to_dict())
 
     def _newest_checkpoint(self) -> Checkpoint | None:
         if not self.checkpoint_dir:
             return None
         return newest_committed_checkpoint(self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id)
 
-    def _resubmit_after_disruption(
-        self,
-        context: Context,
-        record: dict[str, Any],
-        state: WorkloadState,
-        classification: Classification,
-        event: dict[str, Any],
-    ) -> dict[str, Any]:
+    def _resubmit_after_disruption(self, context: Context, submission: Submission, event: WorkloadEvent) -> dict[str, Any]:
         """Maintenance, preemption or slice loss ended the workload: submit a fresh one that resumes.
 
         Runs inside this try: Airflow's retries are not spent, and the old workload is deleted
         before the next one exists, so there is never more than one.
         """
+        assert event.classification is not None
         checkpoint = self._newest_checkpoint()
-        reached = event.get("last_step")
-        disruption = {
-            "time": time.time(),
-            "kind": classification.verdict.value,
-            "evidence": list(classification.evidence),
-            "workload": record["name"],
-            "reached_step": reached,
-            "resumed_from_step": checkpoint.step if checkpoint else None,
-            "steps_recomputed": steps_recomputed(reached, checkpoint.step if checkpoint else None),
-            "seconds_lost": round(time.time() - (event.get("running_since") or record["started"]), 1) if reached is not None else 0.0,
-        }
-        disruptions = [*record.get("disruptions", []), disruption]
-        resubmissions = [d for d in disruptions if d.get("handled_by") != "JobSet restart"]
+        disruption = disruption_of(
+            event.classification,
+            workload=submission.name,
+            reached_step=event.last_step,
+            resumed_from_step=checkpoint.step if checkpoint else None,
+            now=time.time(),
+            running_since=event.running_since or submission.started,
+        )
+        submission = submission.with_disruptions(disruption)
         self.log.warning(
             "%s/%s ended by %s (%s); %d of %d disruptions used",
-            self.namespace, record["name"], classification.verdict.value, "; ".join(classification.evidence[:3]),
-            len(resubmissions), self.disruption_budget,
+            self.namespace, submission.name, disruption.kind, "; ".join(disruption.evidence[:3]),
+            submission.resubmissions, self.disruption_budget,
         )
-        self.hook.delete(workload_resource(self.backend), self.namespace, record["name"])
-        if len(resubmissions) > self.disruption_budget:
+        self.hook.delete(workload_resource(self.backend), self.namespace, submission.name)
+        if over_budget(submission, self.disruption_budget):
+            disruptions = [d.to_dict() for d in submission.disruptions]
             lines = "\n".join(
-                f"  - {d['kind']} at {dt.datetime.fromtimestamp(d['time'], dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d['evidence'][:2])}"
-                for d in disruptions
+                f"  - {d.kind} at {dt.datetime.fromtimestamp(d.time, dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d.evidence[:2])}"
+                for d in submission.disruptions
             )
             raise DisruptionBudgetExhausted(
-                f"{record['name']}: more disruptions than max_disruptions={self.disruption_budget} "
+                f"{submission.name}: more disruptions than max_disruptions={self.disruption_budget} "
                 f"({summarize(disruptions)}):\n{lines}",
                 disruptions=disruptions,
             )
         if self.wait_for_maintenance:
             self._report_slices()
-        identity = self.task_identity(context)
-        attempt = record["attempt"] + 1
-        self._resume = checkpoint
-        manifest = self.render_manifest(context, attempt=attempt)
-        self.hook.create_or_adopt(manifest, identity.key)
-        name = manifest["metadata"]["name"]
+        attempt = submission.attempt + 1
+        manifest = self.render_manifest(context, attempt=attempt, resume_from=checkpoint)
+        self.hook.create_or_adopt(manifest, self.task_identity(context).key)
+        submission = submission.next_attempt(manifest["metadata"]["name"])
         resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "no committed checkpoint to resume from"
-        self.log.info("submitted %s (attempt %d), %s", name, attempt, resumed)
-        new_record = {**record, "name": name, "attempt": attempt, "disruptions": disruptions}
-        _store_set(context.get("task_state_store"), new_record)
-        context["ti"].xcom_push(key=STATE_KEY, value={**new_record, **self._link_fields()})
-        self._submitted = (self.namespace, name)
-        if self.deferrable:
-            self.defer(trigger=self._trigger(context, name), method_name="execute_complete", kwargs={"record": new_record})
-        return self._wait_here(context, new_record)
+        self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, resumed)
+        return self._wait(context, submission)
 
     def _report_slices(self) -> None:
         """Say which slices are still down: the new workload waits in the scheduler until they return."""
@@ -551,35 +507,36 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     def _complete(
         self,
         context: Context,
-        record: dict[str, Any],
+        record: Submission,
         state: WorkloadState,
-        failure: dict[str, Any] | None = None,
+        failure: Mapping[str, Any] | None = None,
         classification: Classification | None = None,
     ) -> dict[str, Any]:
-        name = record["name"]
+        name = record.name
         observation = self.hook.observe(self.backend, name, self.namespace)
         if state.phase is Phase.SUCCEEDED:
             self._log_main_container_tail(observation)
             result = self._result(record, state)
-            self.log.info("%s: %s", record["name"], result["disruption_summary"])
-            _store_set(context.get("task_state_store"), {**record, "result": result})
+            self.log.info("%s: %s", name, result["disruption_summary"])
+            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
             self._delete_finished(name)
             return result
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
         self._delete_finished(name)
-        raise _failure_exception(state, message, classification, self.retry_user_errors)
+        raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
-    def _result(self, record: dict[str, Any], state: WorkloadState) -> dict[str, Any]:
+    def _result(self, record: Submission, state: WorkloadState) -> dict[str, Any]:
+        disruptions = [d.to_dict() for d in record.disruptions]
         result: dict[str, Any] = {
-            "name": record["name"],
-            "namespace": record["namespace"],
-            "backend": record["backend"],
+            "name": record.name,
+            "namespace": record.namespace,
+            "backend": record.backend,
             "state": state.phase.value,
             "restarts": state.restarts,
-            "wall_time_seconds": round(time.time() - record["started"], 1),
-            "disruptions": record.get("disruptions", []),
-            "disruption_summary": summarize(record.get("disruptions", [])),
+            "wall_time_seconds": round(time.time() - record.started, 1),
+            "disruptions": disruptions,
+            "disruption_summary": summarize(disruptions),
         }
         if self.checkpoint_dir:
             checkpoint = self._newest_checkpoint()
@@ -597,7 +554,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         if lines:
             self.log.info("last lines of %s/%s:\n%s", pod["metadata"]["name"], container, "\n".join(lines))
 
-    def _failure_message(self, observation: Any, state: WorkloadState, failure: dict[str, Any] | None) -> str:
+    def _failure_message(self, observation: Any, state: WorkloadState, failure: Mapping[str, Any] | None) -> str:
         """The cause in one sentence, the exit code, the failing container's last lines, and where to look.
 
         The trigger reads the failed container's log as soon as it fails (``failure``), since a
@@ -661,67 +618,17 @@ def _store_set(store: Any, record: dict[str, Any]) -> None:
         store.set(STATE_KEY, record)
 
 
-def disrupted(state: WorkloadState, classification: Classification) -> bool:
-    """Resubmit? Only when infrastructure ended the workload, never for a bug or a refused spec.
-
-    A user-code verdict from the state core stands unless the classifier found real disruption
-    evidence (maintenance, preemption, a lost slice): a program that exits 1 after losing its
-    slice is not a bug, but an exit 1 with no such evidence is.
-    """
-    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
-        return False
-    if state.cause is FailureCause.USER_CODE and classification.verdict is Verdict.UNKNOWN_INFRA:
-        return False
-    return classification.verdict.is_disruption
-
-
-def with_resume_env(env: Any, checkpoint: Checkpoint) -> Any:
-    """The user's env plus ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
-
-    Kubernetes expands ``$(PATHWAYS_RESUME_CHECKPOINT)`` in the command line from these, so a
-    MaxText command can say ``load_full_state_path=$(PATHWAYS_RESUME_CHECKPOINT)/items``.
-    """
-    resume = {"PATHWAYS_RESUME_STEP": str(checkpoint.step), "PATHWAYS_RESUME_CHECKPOINT": checkpoint.uri}
-    if env is None:
-        return resume
-    if isinstance(env, Mapping):
-        return {**env, **resume}
-    return [*(e for e in env if not (isinstance(e, Mapping) and e.get("name") in resume)), *({"name": k, "value": v} for k, v in resume.items())]
-
-
-def _failure_exception(
-    state: WorkloadState, message: str, classification: Classification | None = None, retry_user_errors: bool = False
-) -> Exception:
-    """A deterministic failure fails at once; an infrastructure one may be retried."""
-    user_error = state.cause is FailureCause.USER_CODE or (classification is not None and classification.verdict is Verdict.USER_ERROR)
-    if user_error:
-        exit_code = state.exit_code if state.exit_code is not None else (classification.exit_code if classification else None)
-        if retry_user_errors:
-            return RetryableUserCodeError(message, exit_code=exit_code)
-        return UserCodeError(message, exit_code=exit_code)
-    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
-        return BadSpecError(message)
-    if state.cause is FailureCause.DELETED:
-        return WorkloadDeletedError(message)
-    return InfrastructureError(message)
-
-
 def _placement_problems(
     *, backend: Any, namespace: Any, name_prefix: Any, checkpoint_dir: Any
 ) -> list[SpecProblem]:
     problems = []
     if backend not in BACKENDS:
         problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
-    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
-        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    problems.extend(filter(None, [namespace_problem(namespace)]))
     try:
         check_name_prefix(name_prefix)
     except InvalidWorkloadSpec as error:
         problems.extend(error.problems)
-    if checkpoint_dir is not None and not (
-        isinstance(checkpoint_dir, str) and (checkpoint_dir.startswith("gs://") or checkpoint_dir.startswith("/"))
-    ):
-        problems.append(
-            SpecProblem("checkpoint_dir", checkpoint_dir, "must be a gs:// path or an absolute local path")
-        )
+    if checkpoint_dir is not None:
+        problems.extend(filter(None, [storage_dir_problem("checkpoint_dir", checkpoint_dir)]))
     return problems

@@ -20,8 +20,6 @@ _EXPORTS = {
     "PathwaysJobSensor": "pathways_airflow.sensors.workload",
 }
 
-from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
-
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
@@ -29,4 +27,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CLUSTER_TEMPLATE_FIELDS", "CheckpointSensor", "ClusterConnectionMixin", "PathwaysJobSensor", "TpuSliceReadinessSensor"]
+__all__ = sorted(_EXPORTS)

@@ -13,85 +13,22 @@ poke would cost a request per thousand files per poke.
 
 from __future__ import annotations
 
-import os
-import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.providers.common.compat.sdk import conf
 
-from pathways_airflow.checkpoints import describe_scan, is_gcs, split_gcs_uri
+from pathways_airflow.checkpoints import describe_scan, is_gcs
 from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID, scan_checkpoints, storage_client
 from pathways_airflow.hooks.storage import newest_committed_checkpoint  # noqa: F401 - its import path before hooks.storage
-from pathways_airflow.exceptions import PathwaysError
-from pathways_airflow.spec.arguments import looks_templated
-from pathways_airflow.spec.errors import SpecProblem, raise_if_any
+from pathways_airflow.exceptions import CheckpointLookupError
+from pathways_airflow.spec.arguments import checkpoint_arguments, looks_templated
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-# --- pure: the arguments ---------------------------------------------------------------------------
-
-
-def step_bound(field: str, value: Any) -> tuple[int | None, SpecProblem | None]:
-    """A ``min_step`` / ``newer_than`` value as an int ≥ 0, or ``None`` when unset.
-
-    Templates render to strings, so ``"80"`` is 80; ``""`` and ``"None"`` (what Jinja makes of
-    an XCom that held no checkpoint) mean "no bound".
-    """
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
-        return None, None
-    if isinstance(value, bool):
-        return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,30}\s*", value):  # not "²": isdigit() but no int
-        number = int(value.strip())
-    else:
-        return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
-    if number < 0:
-        return None, SpecProblem(field, value, "must be a step number (an integer ≥ 0)")
-    return number, None
-
-
-def checkpoint_dir_problem(checkpoint_dir: Any) -> SpecProblem | None:
-    """Why ``checkpoint_dir`` cannot be watched, or ``None``."""
-    reason = "must be a gs://BUCKET/PATH URI or an absolute local path"
-    if not isinstance(checkpoint_dir, str) or not checkpoint_dir.strip():
-        return SpecProblem("checkpoint_dir", checkpoint_dir, reason)
-    if is_gcs(checkpoint_dir):
-        try:
-            split_gcs_uri(checkpoint_dir)
-        except ValueError:
-            return SpecProblem("checkpoint_dir", checkpoint_dir, reason)
-        return None
-    if not os.path.isabs(checkpoint_dir):
-        return SpecProblem("checkpoint_dir", checkpoint_dir, reason)
-    return None
-
-
-def checkpoint_arguments(checkpoint_dir: Any, min_step: Any, newer_than: Any) -> tuple[str, int | None, int | None]:
-    """The validated ``(checkpoint_dir, min_step, newer_than)``; one ``ValueError`` listing every problem."""
-    problems = []
-    directory_problem = checkpoint_dir_problem(checkpoint_dir)
-    if directory_problem:
-        problems.append(directory_problem)
-    minimum, problem = step_bound("min_step", min_step)
-    if problem:
-        problems.append(problem)
-    newer, problem = step_bound("newer_than", newer_than)
-    if problem:
-        problems.append(problem)
-    raise_if_any(problems)
-    return str(checkpoint_dir).strip(), minimum, newer
-
-
 # --- the sensor ------------------------------------------------------------------------------
-
-
-class CheckpointLookupError(PathwaysError):
-    """The checkpoint directory could not be read for too long while the task was deferred."""
 
 
 class CheckpointSensor(BaseSensorOperator):

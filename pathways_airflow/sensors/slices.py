@@ -41,8 +41,8 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         (``cloud.google.com/scheduled-maintenance-time``) sooner than this (``timedelta`` or
         seconds): set it to the run's expected length to avoid starting a run that
         maintenance would interrupt.
-    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
-        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param kubernetes_conn_id: and the other cluster parameters: see
+        :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
 
     The XCom value is the sorted list of ready node pool names.
@@ -59,13 +59,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         machine_type: str | None = None,
         num_slices: int | str = 1,
         no_maintenance_within: timedelta | float | None = None,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 60.0,
         **kwargs: Any,
@@ -77,15 +70,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         self.num_slices = num_slices
         self.no_maintenance_within = no_maintenance_within
         self.deferrable = deferrable
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self._last_summary = ""
 
         if not looks_templated([topology, tpu, machine_type, num_slices]):

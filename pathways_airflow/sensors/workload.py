@@ -14,27 +14,21 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.providers.common.compat.sdk import AirflowFailException, AirflowSensorTimeout, conf
+from airflow.providers.common.compat.sdk import AirflowSensorTimeout, conf
 
-from pathways_airflow.spec.arguments import looks_templated
-from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, PathwaysError, UserCodeError
+from pathways_airflow.spec.arguments import looks_templated, namespace_problem
+from pathways_airflow.exceptions import KubernetesApiError, WorkloadEndedError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
-from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.outcome import workload_failure
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 TARGET_PHASES: tuple[str, ...] = (Phase.RUNNING.value, Phase.SUCCEEDED.value)
-
-
-class WorkloadEndedError(PathwaysError, AirflowFailException):
-    """The watched workload ended (failed, or was deleted) before reaching the awaited phase.
-
-    Retrying the sensor cannot change how the workload ended, so Airflow does not retry it.
-    """
 
 
 # --- pure --------------------------------------------------------------------------------------
@@ -46,8 +40,7 @@ def sensor_problems(name: Any, namespace: Any, backend: Any, phase: Any) -> list
         # A PathwaysJob or JobSet name is a DNS label; anything else ("..", "a/b", "x,y=z") would
         # change which URL or label selector the sensor reads.
         problems.append(SpecProblem("name", name, "must be the workload's name (a DNS label: ≤ 63 of [a-z0-9-])"))
-    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
-        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    problems.extend(filter(None, [namespace_problem(namespace)]))
     if backend not in BACKENDS:
         problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
     if str(phase).upper() not in TARGET_PHASES:
@@ -71,14 +64,9 @@ def ended_early(state: WorkloadState, phase: str) -> bool:
     return state.phase is Phase.FAILED and not has_reached(state, phase)
 
 
-def failure_of(state: WorkloadState, where: str, phase: str) -> PathwaysError:
-    """The exception for a workload that ended before ``phase``, typed by its cause."""
-    message = f"{where} ended before reaching {phase}: {state.summary()}"
-    if state.cause is FailureCause.USER_CODE:
-        return UserCodeError(message, exit_code=state.exit_code)
-    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
-        return BadSpecError(message)
-    return WorkloadEndedError(message)
+def failure_of(state: WorkloadState, where: str, phase: str) -> Exception:
+    """The exception for a workload that ended before ``phase``: the one rule, for a workload the task does not own."""
+    return workload_failure(state, f"{where} ended before reaching {phase}: {state.summary()}", owned=False)
 
 
 # --- the sensor --------------------------------------------------------------------------------
@@ -93,8 +81,8 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
     :param backend: ``"pathwaysjob"`` or ``"jobset"``, as it was submitted.
     :param phase: ``"RUNNING"`` (head running, every slice ready; a workload that already
         succeeded counts too) or ``"SUCCEEDED"``.
-    :param kubernetes_conn_id: Airflow connection to the cluster, or GKE via ``project_id`` +
-        ``location`` + ``cluster_name`` + ``gcp_conn_id``.
+    :param kubernetes_conn_id: and the other cluster parameters: see
+        :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
 
     The XCom value is the workload's state (``WorkloadState.to_dict()``). A workload that does
@@ -112,13 +100,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         namespace: str = "default",
         backend: str = "pathwaysjob",
         phase: str = "RUNNING",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 30.0,
         **kwargs: Any,
@@ -129,15 +110,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         self.backend = backend
         self.phase = phase
         self.deferrable = deferrable
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self._seen = False
         self._previous: WorkloadState | None = None
 

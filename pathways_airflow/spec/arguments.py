@@ -7,7 +7,13 @@ again on the rendered value.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, Mapping
+
+from pathways_airflow.checkpoints import is_gcs, split_gcs_uri
+from pathways_airflow.spec.errors import SpecProblem, raise_if_any
+from pathways_airflow.spec.names import is_dns1123_label
 
 
 def looks_templated(value: Any) -> bool:
@@ -20,3 +26,68 @@ def looks_templated(value: Any) -> bool:
         return any(looks_templated(v) for v in value)
     # XComArg and other lazy values resolve at run time.
     return hasattr(value, "resolve") or hasattr(value, "iter_references")
+
+
+STEP_NUMBER = "must be a step number (an integer ≥ 0)"
+_DIGITS = re.compile(r"\s*[0-9]{1,30}\s*")  # not "²": isdigit() is true for it, int() refuses it
+
+
+def step_number(field: str, value: Any, *, required: bool = True) -> tuple[int | None, SpecProblem | None]:
+    """A step number from an int or the string a template renders it to (``"80"`` is 80).
+
+    Not ``required`` (a bound such as ``min_step``): ``None``, ``""`` and ``"None"`` — what
+    Jinja makes of an XCom that held nothing — mean "unset". Required, they are refused.
+    """
+    if not required and (value is None or (isinstance(value, str) and value.strip() in ("", "None"))):
+        return None, None
+    if isinstance(value, bool):
+        return None, SpecProblem(field, value, STEP_NUMBER)
+    if isinstance(value, int) and value >= 0:
+        return value, None
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value.strip()), None
+    return None, SpecProblem(field, value, STEP_NUMBER)
+
+
+def storage_dir_problem(field: str, value: Any, *, local: bool = True, reason: str | None = None) -> SpecProblem | None:
+    """Why ``value`` is not a usable ``gs://BUCKET[/PATH]`` (or, with ``local``, an absolute local path).
+
+    One rule for every directory the provider reads or writes: checkpoints, reports. A bucket
+    is required (``gs://`` alone names nothing), and glob characters are refused because the
+    storage client would take them literally while a user meant a pattern.
+    """
+    reason = reason or "must be a gs://BUCKET/PATH URI" + (" or an absolute local path" if local else "")
+    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n*?["):
+        return SpecProblem(field, value, reason)
+    if is_gcs(value):
+        try:
+            split_gcs_uri(value)
+        except ValueError:
+            return SpecProblem(field, value, reason)
+        return None
+    if not local or not os.path.isabs(value):
+        return SpecProblem(field, value, reason)
+    return None
+
+
+def namespace_problem(value: Any, field: str = "namespace") -> SpecProblem | None:
+    """Why ``value`` cannot be a Kubernetes namespace (a DNS label), or ``None``."""
+    if isinstance(value, str) and is_dns1123_label(value):
+        return None
+    return SpecProblem(field, value, "must be a DNS label (≤ 63 of [a-z0-9-])")
+
+
+def checkpoint_arguments(checkpoint_dir: Any, min_step: Any, newer_than: Any) -> tuple[str, int | None, int | None]:
+    """The validated ``(checkpoint_dir, min_step, newer_than)``; one ``ValueError`` listing every problem."""
+    problems = []
+    directory_problem = storage_dir_problem("checkpoint_dir", checkpoint_dir)
+    if directory_problem:
+        problems.append(directory_problem)
+    minimum, problem = step_number("min_step", min_step, required=False)
+    if problem:
+        problems.append(problem)
+    newer, problem = step_number("newer_than", newer_than, required=False)
+    if problem:
+        problems.append(problem)
+    raise_if_any(problems)
+    return str(checkpoint_dir).strip(), minimum, newer

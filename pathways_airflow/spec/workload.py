@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from pathways_airflow import well_known
+from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns_label
 from pathways_airflow.spec.tpu import (
@@ -569,3 +570,17 @@ def string_mapping(
             )
         else:
             yield key, item
+
+
+def with_resume_env(env: Any, checkpoint: Checkpoint) -> Any:
+    """The user's env plus ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
+
+    Kubernetes expands ``$(PATHWAYS_RESUME_CHECKPOINT)`` in the command line from these, so a
+    MaxText command can say ``load_full_state_path=$(PATHWAYS_RESUME_CHECKPOINT)/items``.
+    """
+    resume = {"PATHWAYS_RESUME_STEP": str(checkpoint.step), "PATHWAYS_RESUME_CHECKPOINT": checkpoint.uri}
+    if env is None:
+        return resume
+    if isinstance(env, Mapping):
+        return {**env, **resume}
+    return [*(e for e in env if not (isinstance(e, Mapping) and e.get("name") in resume)), *({"name": k, "value": v} for k, v in resume.items())]

@@ -1,25 +1,129 @@
-"""Which exception a failed batch Job raises: one rule for every Job the provider runs. Pure.
+"""After the wait: succeed, resubmit, or fail with which exception. Pure; one rule for every wait.
 
-A conversion Job and a benchmark Job fail the same ways, and Airflow must treat the same failure
-the same way in both. The rule is the workloads' (xpk's): a disrupted pod, or exit code 42 or
-127–255 (killed, out of memory, lost), or no exit code at all (the pod was gone before it could
-record one: preempted, its node lost), is the system's, and a retry may succeed; any other
-non-zero code is the program's (a wrong ``model_name``, a mismatched config, a bad flag), and
-retrying it runs the same bug again.
+Every task of this provider ends the same way: a workload or a Job has stopped, and the task
+must decide whether the result stands, whether the slices were taken from the program (a fresh
+workload resumes from the newest committed checkpoint), or which failure to raise — and with it
+whether Airflow retries. The rule is xpk's: a disrupted pod, or exit code 42 or 127–255 (killed,
+out of memory, lost), or no exit code at all (the pod was gone before it could record one:
+preempted, its node lost), is the system's, and a retry may succeed; any other non-zero code
+is the program's (a wrong ``model_name``, a mismatched config, a bad flag), and retrying it runs
+the same bug again.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection
 
-from pathways_airflow.exceptions import InfrastructureError, UserCodeError
+from pathways_airflow.exceptions import (
+    BadSpecError,
+    InfrastructureError,
+    RetryableUserCodeError,
+    UserCodeError,
+    WorkloadDeletedError,
+    WorkloadEndedError,
+)
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.state.disruption import Classification, Verdict
+from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.progress import steps_recomputed
+from pathways_airflow.state.records import Disruption, Submission
+
+
+class NextStep(str, enum.Enum):
+    SUCCEED = "succeed"
+    RESUBMIT = "resubmit"
+    """The infrastructure ended it: delete it and submit the next attempt, resuming."""
+    FAIL = "fail"
+
+
+def next_step(state: WorkloadState, classification: Classification | None) -> NextStep:
+    """What a task does once its workload has finished (``state.phase`` is final)."""
+    if state.phase is Phase.SUCCEEDED:
+        return NextStep.SUCCEED
+    if state.phase is Phase.FAILED and classification is not None and is_disruption(state, classification):
+        return NextStep.RESUBMIT
+    return NextStep.FAIL
+
+
+def is_disruption(state: WorkloadState, classification: Classification) -> bool:
+    """Only when infrastructure ended the workload, never for a bug or a refused spec.
+
+    A user-code verdict from the state core stands unless the classifier found real disruption
+    evidence (maintenance, preemption, a lost slice): a program that exits 1 after losing its
+    slice is not a bug, but an exit 1 with no such evidence is.
+    """
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
+        return False
+    if state.cause is FailureCause.USER_CODE and classification.verdict is Verdict.UNKNOWN_INFRA:
+        return False
+    return classification.verdict.is_disruption
+
+
+def over_budget(submission: Submission, max_disruptions: int) -> bool:
+    """More resubmissions than ``max_disruptions`` allows (JobSet restarts in place are free)."""
+    return submission.resubmissions > max_disruptions
+
+
+def disruption_of(
+    classification: Classification,
+    *,
+    workload: str,
+    reached_step: int | None,
+    resumed_from_step: int | None,
+    now: float,
+    running_since: float,
+) -> Disruption:
+    """The record of a disruption that cost a resubmission: what ended it and what it cost.
+
+    ``seconds_lost`` counts from when the program was last seen running; a run that never
+    reported a step lost no training time.
+    """
+    return Disruption(
+        time=now,
+        kind=classification.verdict.value,
+        evidence=classification.evidence,
+        workload=workload,
+        reached_step=reached_step,
+        resumed_from_step=resumed_from_step,
+        steps_recomputed=steps_recomputed(reached_step, resumed_from_step),
+        seconds_lost=round(now - running_since, 1) if reached_step is not None else 0.0,
+    )
+
+
+def workload_failure(
+    state: WorkloadState,
+    message: str,
+    classification: Classification | None = None,
+    *,
+    retry_user_errors: bool = False,
+    owned: bool = True,
+) -> Exception:
+    """The exception for a workload that failed: a deterministic failure fails at once, an infrastructure one may be retried.
+
+    ``owned``: the task submitted the workload. A sensor watching someone else's workload
+    (``owned=False``) cannot change how it ended by retrying, so anything but the program's
+    own failure or a refused spec is a :class:`WorkloadEndedError`, which Airflow does not retry.
+    """
+    user_error = state.cause is FailureCause.USER_CODE or (classification is not None and classification.verdict is Verdict.USER_ERROR)
+    if user_error:
+        exit_code = state.exit_code if state.exit_code is not None else (classification.exit_code if classification else None)
+        if retry_user_errors:
+            return RetryableUserCodeError(message, exit_code=exit_code)
+        return UserCodeError(message, exit_code=exit_code)
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA):
+        return BadSpecError(message)
+    if not owned:
+        return WorkloadEndedError(message)
+    if state.cause is FailureCause.DELETED:
+        return WorkloadDeletedError(message)
+    return InfrastructureError(message)
 
 
 def failed_job_exception(
     message: str, *, exit_code: int | None, disruption: str | None, system_exit_codes: Collection[int] = XPK_SYSTEM_EXIT_CODES
 ) -> Exception:
-    """``UserCodeError`` (not retried) for the program's own failure, else ``InfrastructureError``."""
+    """A failed batch Job (a conversion, a benchmark): ``UserCodeError`` (not retried) for the program's own failure, else ``InfrastructureError``."""
     if disruption is None and exit_code not in (None, 0) and exit_code not in system_exit_codes:
         return UserCodeError(message, exit_code=exit_code)
     return InfrastructureError(message)

@@ -22,6 +22,7 @@ from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB,
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
 from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.progress import last_completed_step
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
 from pathways_airflow.state.submission import ended_by_annotation
 from pathways_airflow.triggers.kill import KillableTrigger
@@ -121,7 +122,7 @@ class PathwaysJobTrigger(KillableTrigger):
         self.delete_on_timeout = delete_on_timeout
         self._failure: dict[str, Any] | None = None
         self._last_step: int | None = None
-        self._restarts: list[dict[str, Any]] = []
+        self._restarts: list[Disruption] = []
         self._running_since: float | None = None
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
@@ -155,7 +156,7 @@ class PathwaysJobTrigger(KillableTrigger):
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure
             self.log.exception("waiting on %s/%s failed", self.namespace, self.name)
-            yield TriggerEvent({"status": "error", "name": self.name, "message": f"{type(error).__name__}: {error}"})
+            yield TriggerEvent(WorkloadEvent("error", self.name, message=f"{type(error).__name__}: {error}").to_payload())
 
     async def _wait(self) -> AsyncIterator[TriggerEvent]:
         watches = workload_watches(self.cluster, self.namespace, self.backend)
@@ -168,14 +169,11 @@ class PathwaysJobTrigger(KillableTrigger):
             while True:
                 failing = [w for w in watches.values() if w.consecutive_failures >= MAX_API_FAILURES]
                 if failing:
-                    yield TriggerEvent(
-                        {
-                            "status": "error",
-                            "name": self.name,
-                            "message": f"the Kubernetes API failed {failing[0].consecutive_failures} times in a row "
-                            f"watching {failing[0].resource.plural}: {failing[0].last_error}",
-                        }
+                    message = (
+                        f"the Kubernetes API failed {failing[0].consecutive_failures} times in a row "
+                        f"watching {failing[0].resource.plural}: {failing[0].last_error}"
                     )
+                    yield TriggerEvent(WorkloadEvent("error", self.name, message=message).to_payload())
                     return
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 self._remember_live_jobs(observation)
@@ -203,26 +201,23 @@ class PathwaysJobTrigger(KillableTrigger):
                             self._remember_live_jobs(observation)
                             classified = await self._classify(observation)
                         await self._record_verdict(classified)
-                        classification = classified.to_dict()
-                    yield TriggerEvent(
-                        {
-                            "status": "finished",
-                            "name": self.name,
-                            "state": state.to_dict(),
-                            "failure": self._failure,
-                            "classification": classification,
-                            "last_step": self._last_step,
-                            "restarts": self._restarts,
-                            "running_since": self._running_since,
-                        }
+                        classification = classified
+                    finished = WorkloadEvent(
+                        "finished",
+                        self.name,
+                        state=state,
+                        failure=self._failure,
+                        classification=classification,
+                        last_step=self._last_step,
+                        restarts=tuple(self._restarts),
+                        running_since=self._running_since,
                     )
+                    yield TriggerEvent(finished.to_payload())
                     return
                 remaining = None if self.deadline is None else self.deadline - time.time()
                 if remaining is not None and remaining <= 0:
                     deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
-                    yield TriggerEvent(
-                        {"status": "timeout", "name": self.name, "state": state.to_dict(), "deleted": deleted}
-                    )
+                    yield TriggerEvent(WorkloadEvent("timeout", self.name, state=state, deleted=deleted).to_payload())
                     return
                 wait = self.recheck_seconds if remaining is None else min(self.recheck_seconds, remaining)
                 await wait_for_change(list(subscriptions.values()), wait)
@@ -262,7 +257,9 @@ class PathwaysJobTrigger(KillableTrigger):
         if state.phase.value == "RESTARTING" and (previous is None or previous.phase.value != "RESTARTING"):
             classification = await self._classify(observation)
             self._restarts.append(
-                {"time": time.time(), "kind": classification.verdict.value, "evidence": list(classification.evidence), "last_step": self._last_step}
+                Disruption(
+                    time.time(), classification.verdict.value, classification.evidence, self._last_step, JOBSET_RESTART
+                )
             )
             self.log.info(
                 "%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, classification.verdict.value,

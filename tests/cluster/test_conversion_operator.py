@@ -19,7 +19,7 @@ from airflow.sdk.module_loading import import_string
 from pathways_airflow.exceptions import BadSpecError, UserCodeError
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.operators import CheckpointConversionOperator
-from pathways_airflow.operators.conversion import PROVENANCE_FILE
+from pathways_airflow.spec.conversion import PROVENANCE_FILE
 from pathways_airflow.resources import JOB
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL

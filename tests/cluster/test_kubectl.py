@@ -219,7 +219,7 @@ def test_a_body_in_an_encoding_the_cluster_does_not_read_gets_415_not_a_json_err
     import urllib.error
     import urllib.request
 
-    from pathways_airflow.testing.protobuf import MAGIC, _message_classes
+    from pathways_airflow_testing.protobuf import MAGIC, _message_classes
 
     classes = _message_classes()
     pod = classes["Unknown"](raw=b"", typeMeta=classes["RuntimeTypeMeta"](apiVersion="v1", kind="Pod"))

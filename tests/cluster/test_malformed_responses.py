@@ -19,7 +19,7 @@ import pytest
 
 from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.resources import JOB, JOBSET
-from pathways_airflow.testing.faults import FaultRule
+from pathways_airflow_testing.faults import FaultRule
 from pathways_airflow.triggers.job import BatchJobTrigger
 from pathways_airflow.triggers.slices import TpuSliceReadinessTrigger
 from pathways_airflow.triggers.workload import PathwaysJobTrigger

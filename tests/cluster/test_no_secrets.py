@@ -22,7 +22,7 @@ from airflow.providers.common.compat.sdk import TaskDeferred
 from pathways_airflow.exceptions import UserCodeError
 from pathways_airflow.operators import CheckpointConversionOperator, PathwaysJobOperator
 from pathways_airflow.sensors import PathwaysJobSensor, TpuSliceReadinessSensor
-from pathways_airflow.testing.rbac import UserInfo
+from pathways_airflow_testing.rbac import UserInfo
 
 from tests.cluster.test_workload_operator import TaskInstance
 from tests.cluster.triggers import first_event

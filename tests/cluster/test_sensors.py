@@ -25,10 +25,11 @@ from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.resources import PATHWAYSJOB
 from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
-from pathways_airflow.sensors.workload import WorkloadEndedError, ended_early, failure_of, has_reached
+from pathways_airflow.exceptions import WorkloadEndedError
+from pathways_airflow.sensors.workload import ended_early, failure_of, has_reached
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.testing.nodes import ACTIVE_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
+from pathways_airflow_testing.nodes import ACTIVE_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
 
 BUCKET = "pathways-demo"
 

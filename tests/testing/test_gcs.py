@@ -14,7 +14,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from pathways_airflow.testing.gcs import AsyncGcs, GcsEmulator, GcsError, parse_gcs_uri
+from pathways_airflow_testing.gcs import AsyncGcs, GcsEmulator, GcsError, parse_gcs_uri
 
 BUCKET = "pathways-demo"
 
@@ -83,7 +83,7 @@ def test_the_filesystem_backend_keeps_objects_in_its_own_directory():
 def test_a_forgotten_emulator_is_killed_when_the_interpreter_exits():
     script = textwrap.dedent(
         """
-        from pathways_airflow.testing.gcs import GcsEmulator
+        from pathways_airflow_testing.gcs import GcsEmulator
         emulator = GcsEmulator().start()
         print(emulator.pid, flush=True)
         """

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from pathways_airflow.testing.cluster import LocalCluster
-from pathways_airflow.testing.controllers.kueue import (
+from pathways_airflow_testing.cluster import LocalCluster
+from pathways_airflow_testing.controllers.kueue import (
     INJECTED_NODE_SELECTOR,
     JOB_UID_LABEL,
     FlavorQuota,

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from pathways_airflow.testing.cluster import LocalCluster
-from pathways_airflow.testing.controllers.lws import (
+from pathways_airflow_testing.cluster import LocalCluster
+from pathways_airflow_testing.controllers.lws import (
     Group,
     group_breakage,
     leader_pod,

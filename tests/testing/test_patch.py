@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from pathways_airflow.testing.patch import (
+from pathways_airflow_testing.patch import (
     JSON_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,

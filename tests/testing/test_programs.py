@@ -13,13 +13,13 @@ import aiohttp
 import pytest
 
 from pathways_airflow.checkpoints import COMMIT_MARKER, METADATA_FILE
-from pathways_airflow.testing.clock import VirtualClock
-from pathways_airflow.testing.gcs import AsyncGcs, GcsEmulator
-from pathways_airflow.testing.programs import PROGRAMS, choose_program, program_name
-from pathways_airflow.testing.programs.args import command_tokens, parse_params
-from pathways_airflow.testing.programs.base import ProgramContext
-from pathways_airflow.testing.programs.benchmark import METRIC_KEYS, copy_destination, percentile
-from pathways_airflow.testing.programs.training import item_file_names
+from pathways_airflow_testing.clock import VirtualClock
+from pathways_airflow_testing.gcs import AsyncGcs, GcsEmulator
+from pathways_airflow_testing.programs import PROGRAMS, choose_program, program_name
+from pathways_airflow_testing.programs.args import command_tokens, parse_params
+from pathways_airflow_testing.programs.base import ProgramContext
+from pathways_airflow_testing.programs.benchmark import METRIC_KEYS, copy_destination, percentile
+from pathways_airflow_testing.programs.training import item_file_names
 
 BUCKET = "pathways-demo"
 SPEED = 1000.0  # one simulated second is a real millisecond

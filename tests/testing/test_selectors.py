@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathways_airflow.testing.selectors import (
+from pathways_airflow_testing.selectors import (
     FieldSelector,
     LabelSelector,
     Operator,

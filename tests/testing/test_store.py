@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pathways_airflow.testing.clock import VirtualClock
-from pathways_airflow.testing.errors import ApiError
-from pathways_airflow.testing.kinds import KindRegistry
-from pathways_airflow.testing.store import Store, copy_of
+from pathways_airflow_testing.clock import VirtualClock
+from pathways_airflow_testing.errors import ApiError
+from pathways_airflow_testing.kinds import KindRegistry
+from pathways_airflow_testing.store import Store, copy_of
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pathways_airflow.crds import load_crds, strict_schema
+from pathways_airflow_testing.crds import load_crds, strict_schema
 from pathways_airflow.hooks.pathways import object_path
 from pathways_airflow.operators import (
     BenchmarkRegressionOperator,
@@ -746,7 +746,7 @@ CHECKPOINT_SENSOR_POOL = pools(checkpoint_dir=TEXT, min_step=st.one_of(st.none()
 @SETTINGS
 @given(changes=st.fixed_dictionaries({}, optional=CHECKPOINT_SENSOR_POOL))
 def test_checkpoint_sensor_accepts_or_names_the_bad_parameter(changes):
-    from pathways_airflow.sensors.checkpoint import checkpoint_arguments
+    from pathways_airflow.spec.arguments import checkpoint_arguments
 
     baseline = {"checkpoint_dir": "gs://my-bucket/run/checkpoints", "min_step": None, "newer_than": None}
 

@@ -19,7 +19,8 @@ from pathways_airflow.checkpoints import (
 )
 from pathways_airflow.checkpoints import CheckpointScan, describe_scan
 from pathways_airflow.hooks.storage import newest_committed_checkpoint, scan_checkpoints
-from pathways_airflow.sensors.checkpoint import CheckpointSensor, checkpoint_arguments
+from pathways_airflow.sensors.checkpoint import CheckpointSensor
+from pathways_airflow.spec.arguments import checkpoint_arguments
 from pathways_airflow.triggers.checkpoint import CheckpointTrigger
 
 DIR = "gs://bucket/runs/r1/checkpoints"

@@ -16,7 +16,8 @@ from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.operators import CheckpointConversionOperator
-from pathways_airflow.operators.conversion import (
+from pathways_airflow.operators.conversion import failed_pod
+from pathways_airflow.spec.conversion import (
     OUTPUT_DIR_ENV,
     RUN_NAME_ENV,
     SOURCE_ENV,
@@ -24,15 +25,14 @@ from pathways_airflow.operators.conversion import (
     conversion_command_line,
     conversion_container,
     conversion_job_manifest,
-    failed_pod,
     parse_checkpoint,
     resolve_conversion,
     reuse_decision,
 )
 from pathways_airflow.spec import InvalidWorkloadSpec, TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.testing.programs import program_name
-from pathways_airflow.testing.programs.conversion import ConversionPlan
+from pathways_airflow_testing.programs import program_name
+from pathways_airflow_testing.programs.conversion import ConversionPlan
 from pathways_airflow.state.jobs import job_outcome
 from pathways_airflow.triggers.job import BatchJobTrigger
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathways_airflow.demo import StageTime, progress_line, stage_times, summary_lines
+from pathways_airflow_testing.demo import StageTime, progress_line, stage_times, summary_lines
 
 OPERATOR_LINE = (
     "2026-11-22T09:29:44.933042Z [warning  ] default/train-abc ended by MAINTENANCE (pod train-abc-worker-0-0-kmnw6: "

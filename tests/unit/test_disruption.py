@@ -8,7 +8,7 @@ import pytest
 
 from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, summarize, worth_a_second_look
 from pathways_airflow.state.progress import last_completed_step, steps_recomputed
-from pathways_airflow.testing.nodes import node_manifests, tpu_pool
+from pathways_airflow_testing.nodes import node_manifests, tpu_pool
 
 NODE = node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4"))[0]
 NODE_NAME = NODE["metadata"]["name"]
@@ -197,7 +197,7 @@ def test_progress_from_maxtext_logs():
 
 
 def test_the_operator_resubmits_only_for_infrastructure():
-    from pathways_airflow.operators.workload import disrupted
+    from pathways_airflow.state.outcome import is_disruption as disrupted
     from pathways_airflow.state.disruption import Classification
     from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 

@@ -37,8 +37,8 @@ from pathways_airflow.spec.serving import (
     serving_names,
 )
 from pathways_airflow.spec.tpu import slice_shape, topologies_by_size
-from pathways_airflow.testing.programs.args import command_tokens, parse_params
-from pathways_airflow.testing.programs.benchmark import copy_destination
+from pathways_airflow_testing.programs.args import command_tokens, parse_params
+from pathways_airflow_testing.programs.benchmark import copy_destination
 
 CHECKPOINT = {
     "uri": "gs://my-bucket/serving/run/checkpoints/0",

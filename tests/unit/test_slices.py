@@ -8,7 +8,7 @@ import pytest
 
 from pathways_airflow.sensors.slices import TpuSliceReadinessSensor
 from pathways_airflow.state.slices import SliceRequest, in_how_long, slice_readiness, slice_request
-from pathways_airflow.testing.nodes import (
+from pathways_airflow_testing.nodes import (
     ACTIVE_MAINTENANCE_LABEL,
     IMPENDING_TERMINATION_TAINT,
     SCHEDULED_MAINTENANCE_LABEL,

@@ -1,0 +1,359 @@
+"""JobSet → Jobs (+ a headless Service): restarts, failure policy rules, success and startup policy.
+
+Follows kubernetes-sigs/jobset: child Jobs ``<jobset>-<replicatedJob>-<index>`` labelled with the
+JobSet labels (``restart-attempt`` among them); a failed child Job is matched against the
+failure policy rules in order (reason, message pattern, target replicated job), and the first
+match decides: fail the JobSet, restart it counting towards ``maxRestarts``, or restart it
+without counting. A restart recreates every child Job under the next ``restart-attempt``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Iterable
+
+from pathways_airflow_testing.controllers.base import (
+    Controller,
+    Key,
+    condition,
+    is_true,
+    owner_keys,
+    owner_reference,
+    set_condition,
+)
+from pathways_airflow_testing.kinds import Kind
+from pathways_airflow_testing.store import StoreEvent, copy_of
+
+PREFIX = "jobset.sigs.k8s.io"
+JOBSET_NAME = f"{PREFIX}/jobset-name"
+REPLICATED_JOB_NAME = f"{PREFIX}/replicatedjob-name"
+REPLICATED_JOB_REPLICAS = f"{PREFIX}/replicatedjob-replicas"
+JOB_INDEX = f"{PREFIX}/job-index"
+JOB_GLOBAL_INDEX = f"{PREFIX}/job-global-index"
+RESTART_ATTEMPT = f"{PREFIX}/restart-attempt"
+JOB_KEY = f"{PREFIX}/job-key"
+COORDINATOR = f"{PREFIX}/coordinator"
+JOBSET_UID = f"{PREFIX}/jobset-uid"
+
+
+def job_failure(job: dict[str, Any]) -> tuple[str, str, str] | None:
+    """``(reason, message, time)`` of a failed Job."""
+    failed = condition(job, "Failed")
+    if failed and failed.get("status") == "True":
+        return failed.get("reason", ""), failed.get("message", ""), failed.get("lastTransitionTime", "")
+    return None
+
+
+def matching_rule(policy: dict[str, Any] | None, replicated_job: str, reason: str, message: str) -> dict[str, Any] | None:
+    """The first failure policy rule that matches a failed child Job, as JobSet evaluates them."""
+    for rule in (policy or {}).get("rules") or ():
+        reasons = rule.get("onJobFailureReasons") or []
+        patterns = rule.get("onJobFailureMessagePatterns") or []
+        targets = rule.get("targetReplicatedJobs") or []
+        if reasons and reason not in reasons:
+            continue
+        if patterns and not any(re.search(p, message) for p in patterns):
+            continue
+        if targets and replicated_job not in targets:
+            continue
+        return rule
+    return None
+
+
+class JobSetController(Controller):
+    name = "jobset-controller"
+
+    def __init__(self, cluster: Any):
+        super().__init__(cluster)
+        self.jobsets = self.kind("jobset.x-k8s.io", "v1alpha2", "jobsets")
+        self.jobs = self.kind("batch", "v1", "jobs")
+        self.services = self.kind("", "v1", "services")
+
+    def watched_kinds(self) -> Iterable[Kind]:
+        return (self.jobsets, self.jobs)
+
+    def keys_for(self, event: StoreEvent) -> Iterable[Key]:
+        if event.kind.plural == "jobsets":
+            return ((event.namespace, event.name),)
+        return owner_keys(event, "JobSet")
+
+    def _children(self, jobset: dict[str, Any]) -> list[dict[str, Any]]:
+        uid = jobset["metadata"]["uid"]
+        return [
+            j
+            for j in self.store.list(self.jobs, jobset["metadata"]["namespace"])
+            if any(r.get("uid") == uid for r in j["metadata"].get("ownerReferences") or ())
+        ]
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        jobset = self.store.find(self.jobsets, namespace, name)
+        if jobset is None or jobset["metadata"].get("deletionTimestamp"):
+            return
+        spec = jobset["spec"]
+        status = copy_of(jobset.get("status") or {})
+        status.setdefault("restarts", 0)
+        now = self.clock.timestamp()
+        children = self._children(jobset)
+        attempt = status["restarts"]
+
+        if is_true(jobset, "Completed") or is_true(jobset, "Failed"):
+            self._delete_jobs([j for j in children if not is_true(j, "Complete") and not is_true(j, "Failed")])
+            return
+        self._ensure_service(jobset)
+
+        current = [j for j in children if j["metadata"]["labels"].get(RESTART_ATTEMPT) == str(attempt)]
+        stale = [j for j in children if j["metadata"]["labels"].get(RESTART_ATTEMPT) != str(attempt)]
+        self._delete_jobs(stale)
+
+        failed = sorted(
+            ((job_failure(j), j) for j in current if job_failure(j)),
+            key=lambda item: item[0][2],  # type: ignore[index]
+        )
+        if failed:
+            (reason, message, _), first = failed[0]
+            self._on_child_failure(jobset, status, first, reason, message, now)
+            return
+
+        suspended = bool(spec.get("suspend"))
+        if self._succeeded(spec, current):
+            self._finish(jobset, status, "Completed", "AllJobsCompleted", "jobset completed successfully", now)
+            return
+
+        created_all = self._create_jobs(jobset, spec, attempt, current, {j["metadata"]["name"] for j in stale}, suspended)
+        current = [j for j in self._children(jobset) if j["metadata"]["labels"].get(RESTART_ATTEMPT) == str(attempt)]
+        for job in current:
+            if bool(job["spec"].get("suspend")) != suspended:
+                updated = copy_of(job)
+                updated["spec"]["suspend"] = suspended
+                if not suspended:
+                    self._sync_pod_template(jobset, updated)
+                updated["metadata"].pop("resourceVersion", None)
+                self.store.replace(self.jobs, updated)
+        conditions = status.get("conditions") or []
+        if suspended:
+            conditions = set_condition(conditions, "Suspended", "True", "SuspendedJobs", "jobset is suspended", now)
+        elif condition(jobset, "Suspended") is not None:
+            conditions = set_condition(conditions, "Suspended", "False", "ResumeJobs", "jobset is resumed", now)
+        if spec.get("startupPolicy", {}).get("startupPolicyOrder") == "InOrder" and not suspended:
+            if created_all and self._all_ready(current, spec):
+                conditions = set_condition(conditions, "StartupPolicyInProgress", "False", "InOrderStartupPolicyCompleted", "in order startup policy has completed", now)
+                conditions = set_condition(conditions, "StartupPolicyCompleted", "True", "InOrderStartupPolicyCompleted", "in order startup policy has completed", now)
+            elif not is_true(jobset, "StartupPolicyCompleted"):
+                conditions = set_condition(conditions, "StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress", "in order startup policy is in progress", now)
+        status["conditions"] = conditions
+        status["replicatedJobsStatus"] = self._replicated_status(spec, current)
+        self.set_status(self.jobsets, jobset, status)
+
+    # --- decisions ---------------------------------------------------------------------------
+
+    def _succeeded(self, spec: dict[str, Any], jobs: list[dict[str, Any]]) -> bool:
+        policy = spec.get("successPolicy") or {"operator": "All"}
+        targets = policy.get("targetReplicatedJobs") or [r["name"] for r in spec["replicatedJobs"]]
+        expected = sum(r.get("replicas", 1) for r in spec["replicatedJobs"] if r["name"] in targets)
+        complete = [j for j in jobs if j["metadata"]["labels"].get(REPLICATED_JOB_NAME) in targets and is_true(j, "Complete")]
+        if policy.get("operator") == "Any":
+            return bool(complete)
+        return expected > 0 and len(complete) >= expected
+
+    def _on_child_failure(
+        self, jobset: dict[str, Any], status: dict[str, Any], job: dict[str, Any], reason: str, message: str, now: str
+    ) -> None:
+        spec = jobset["spec"]
+        policy = spec.get("failurePolicy")
+        job_name = job["metadata"]["name"]
+        first = f"(first failed job: {job_name})"
+        if policy is None:
+            self._finish(jobset, status, "Failed", "FailedJobs", f"jobset failed due to one or more job failures {first}", now)
+            return
+        rule = matching_rule(policy, job["metadata"]["labels"].get(REPLICATED_JOB_NAME, ""), reason, message)
+        action = rule["action"] if rule else "RestartJobSet"
+        if action == "FailJobSet":
+            self._finish(
+                jobset, status, "Failed", "FailJobSetFailurePolicyAction",
+                f"jobset failed due to FailJobSet failure policy rule {rule['name'] if rule else ''} {first}".replace("  ", " "), now,
+            )
+            return
+        counts = action in ("RestartJobSet", "RestartJob")
+        if counts and status.get("restartsCountTowardsMax", 0) >= policy.get("maxRestarts", 0):
+            self._finish(jobset, status, "Failed", "ReachedMaxRestarts", f"jobset failed due to reaching max number of restarts {first}", now)
+            return
+        status["restarts"] = status.get("restarts", 0) + 1
+        if counts:
+            status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
+        self.event(
+            jobset,
+            "Restarting",
+            f"restarting jobset ({action}, attempt {status['restarts']}) after job {job_name} failed: {reason}: {message}",
+            type_="Warning",
+        )
+        self._delete_jobs(self._children(jobset))
+        self.set_status(self.jobsets, jobset, status)
+
+    def _finish(self, jobset: dict[str, Any], status: dict[str, Any], kind: str, reason: str, message: str, now: str) -> None:
+        conditions = status.get("conditions") or []
+        for other in ("StartupPolicyInProgress",):
+            if any(c["type"] == other and c["status"] == "True" for c in conditions):
+                conditions = set_condition(conditions, other, "False", reason, message, now)
+        status["conditions"] = set_condition(conditions, kind, "True", reason, message, now)
+        status["terminalState"] = kind
+        status["replicatedJobsStatus"] = self._replicated_status(jobset["spec"], self._children(jobset))
+        self.set_status(self.jobsets, jobset, status)
+        self.event(jobset, reason, message, type_="Normal" if kind == "Completed" else "Warning")
+        self._delete_jobs([j for j in self._children(jobset) if not is_true(j, "Complete") and not is_true(j, "Failed")])
+
+    # --- children ----------------------------------------------------------------------------
+
+    def _all_ready(self, jobs: list[dict[str, Any]], spec: dict[str, Any]) -> bool:
+        expected = sum(r.get("replicas", 1) for r in spec["replicatedJobs"])
+        return len(jobs) >= expected and all(self._job_ready(j) for j in jobs)
+
+    @staticmethod
+    def _job_ready(job: dict[str, Any]) -> bool:
+        status = job.get("status") or {}
+        parallelism = job["spec"].get("parallelism", 1)
+        return status.get("ready", 0) + status.get("succeeded", 0) >= parallelism or is_true(job, "Complete")
+
+    def _create_jobs(
+        self,
+        jobset: dict[str, Any],
+        spec: dict[str, Any],
+        attempt: int,
+        current: list[dict[str, Any]],
+        going: set[str],
+        suspended: bool,
+    ) -> bool:
+        """Create the missing Jobs of this attempt; InOrder waits for the previous ones to be ready."""
+        existing = {j["metadata"]["name"]: j for j in current}
+        in_order = spec.get("startupPolicy", {}).get("startupPolicyOrder") == "InOrder"
+        global_index = 0
+        for replicated in spec["replicatedJobs"]:
+            names = [f"{jobset['metadata']['name']}-{replicated['name']}-{i}" for i in range(replicated.get("replicas", 1))]
+            for index, job_name in enumerate(names):
+                if job_name not in existing and job_name not in going:
+                    self._create_job(jobset, replicated, index, global_index + index, attempt, suspended)
+                elif job_name in going:
+                    return False
+            global_index += len(names)
+            if in_order and not suspended:
+                jobs = [existing.get(n) for n in names]
+                if not all(j is not None and self._job_ready(j) for j in jobs):
+                    return False
+        return True
+
+    def _labels(self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, job_name: str) -> dict[str, str]:
+        meta = jobset["metadata"]
+        return {
+            JOBSET_NAME: meta["name"],
+            REPLICATED_JOB_NAME: replicated["name"],
+            REPLICATED_JOB_REPLICAS: str(replicated.get("replicas", 1)),
+            JOB_INDEX: str(index),
+            JOB_GLOBAL_INDEX: str(global_index),
+            RESTART_ATTEMPT: str(attempt),
+            JOB_KEY: hashlib.sha1(f"{meta['namespace']}/{job_name}".encode()).hexdigest(),
+            JOBSET_UID: meta["uid"],
+        }
+
+    def _coordinator(self, jobset: dict[str, Any]) -> str | None:
+        coordinator = jobset["spec"].get("coordinator")
+        if not coordinator:
+            return None
+        subdomain = (jobset["spec"].get("network") or {}).get("subdomain") or jobset["metadata"]["name"]
+        return (
+            f"{jobset['metadata']['name']}-{coordinator['replicatedJob']}-{coordinator.get('jobIndex', 0)}-"
+            f"{coordinator.get('podIndex', 0)}.{subdomain}"
+        )
+
+    def _create_job(self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, suspended: bool) -> None:
+        meta = jobset["metadata"]
+        job_name = f"{meta['name']}-{replicated['name']}-{index}"
+        template = copy_of(replicated["template"])
+        labels = self._labels(jobset, replicated, index, global_index, attempt, job_name)
+        annotations = dict(labels)
+        coordinator = self._coordinator(jobset)
+        if coordinator:
+            labels[COORDINATOR] = annotations[COORDINATOR] = coordinator
+        job_meta = template.setdefault("metadata", {})
+        job_meta["name"] = job_name
+        job_meta["namespace"] = meta["namespace"]
+        job_meta["labels"] = {**(job_meta.get("labels") or {}), **labels}
+        job_meta["annotations"] = {**(job_meta.get("annotations") or {}), **annotations}
+        job_meta["ownerReferences"] = [owner_reference(jobset)]
+        job_spec = template.setdefault("spec", {})
+        job_spec["suspend"] = suspended
+        pod = job_spec.setdefault("template", {})
+        pod_meta = pod.setdefault("metadata", {})
+        pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+        exclusive = (job_meta.get("annotations") or {}).get("alpha.jobset.sigs.k8s.io/exclusive-topology")
+        pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **annotations}
+        if exclusive and "alpha.jobset.sigs.k8s.io/exclusive-topology" not in pod_meta["annotations"]:
+            pod_meta["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] = exclusive
+        network = jobset["spec"].get("network") or {}
+        if network.get("enableDNSHostnames", True):
+            pod.setdefault("spec", {})["subdomain"] = network.get("subdomain") or meta["name"]
+        self._sync_pod_template(jobset, {"spec": job_spec})
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": job_spec}
+        self.store.create(self.jobs, job)
+        self.event(jobset, "SuccessfulCreate", f"Created job: {job_name}")
+
+    def _sync_pod_template(self, jobset: dict[str, Any], job: dict[str, Any]) -> None:
+        """Carry node selectors Kueue injected into the JobSet's templates on admission.
+
+        On resume JobSet copies its replicated job's pod template ``nodeSelector`` into the child
+        Job, so each replicated job gets the flavor of its own pod set (a CPU head gets none).
+        """
+        name = (job.get("metadata", {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
+        replicated = next((r for r in jobset["spec"].get("replicatedJobs") or () if r["name"] == name), None)
+        if replicated is not None:
+            source = ((replicated.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+            target = job["spec"].setdefault("template", {}).setdefault("spec", {})
+            if source.get("nodeSelector"):
+                target["nodeSelector"] = {**(target.get("nodeSelector") or {}), **source["nodeSelector"]}
+        injected = (jobset["metadata"].get("annotations") or {}).get("kueue.x-k8s.io/injected-node-selector")
+        if injected:
+            pod_spec = job["spec"].setdefault("template", {}).setdefault("spec", {})
+            pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **json.loads(injected)}
+
+    def _delete_jobs(self, jobs: list[dict[str, Any]]) -> None:
+        for job in jobs:
+            meta = job["metadata"]
+            if meta.get("deletionTimestamp") or self.store.find(self.jobs, meta["namespace"], meta["name"]) is None:
+                continue
+            self.store.delete(self.jobs, meta["namespace"], meta["name"], propagation="Foreground")
+
+    def _ensure_service(self, jobset: dict[str, Any]) -> None:
+        meta = jobset["metadata"]
+        network = jobset["spec"].get("network") or {}
+        name = network.get("subdomain") or meta["name"]
+        if self.store.find(self.services, meta["namespace"], name) is not None:
+            return
+        self.store.create(
+            self.services,
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(jobset)]},
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": {JOBSET_NAME: meta["name"]},
+                    "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True),
+                },
+            },
+        )
+
+    def _replicated_status(self, spec: dict[str, Any], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        result = []
+        for replicated in spec["replicatedJobs"]:
+            mine = [j for j in jobs if j["metadata"]["labels"].get(REPLICATED_JOB_NAME) == replicated["name"]]
+            result.append(
+                {
+                    "name": replicated["name"],
+                    "ready": sum(1 for j in mine if self._job_ready(j) and not is_true(j, "Complete")),
+                    "succeeded": sum(1 for j in mine if is_true(j, "Complete")),
+                    "failed": sum(1 for j in mine if is_true(j, "Failed")),
+                    "active": sum(1 for j in mine if (j.get("status") or {}).get("active", 0) > 0),
+                    "suspended": sum(1 for j in mine if j["spec"].get("suspend")),
+                }
+            )
+        return result

@@ -1,0 +1,245 @@
+"""The MaxText training stand-in: steps on the virtual clock, Orbax-layout checkpoints on GCS.
+
+It behaves the way the provider has to cope with in production: a save is not instant and not
+atomic (``_CHECKPOINT_METADATA`` first, the ``items/`` files one by one, ``commit_success.txt``
+last), so a pod killed mid-save leaves a partial step; a restarted run resumes after the newest
+*committed* step, never a partial one; and a deterministic bug can be planted at a given step.
+
+Command line (MaxText ``key=value`` or ``--key value``):
+
+* ``steps`` (100) — the run trains steps ``0 .. steps-1`` and exits 0 after the last.
+* ``checkpoint_period`` (10) — a checkpoint is saved at every multiple of it and at the last step.
+* ``base_output_directory`` + ``run_name`` — checkpoints go to
+  ``<base_output_directory>/<run_name>/checkpoints/<step>/``; ``$PATHWAYS_CHECKPOINT_DIR``, when
+  set, names that directory instead. With neither, or ``enable_checkpointing=false``, nothing is
+  saved. Only ``gs://`` directories are written (the cluster's GCS emulator).
+
+Environment:
+
+* ``PATHWAYS_TESTING_STEP_SECONDS`` (1) — simulated seconds per step.
+* ``PATHWAYS_TESTING_SAVE_SECONDS`` (2) — simulated duration of one save.
+* ``PATHWAYS_TESTING_FILES_PER_CHECKPOINT`` (3) — files written under ``items/`` per save.
+* ``PATHWAYS_TESTING_FAIL_AT_STEP`` — on reaching this step, exit with
+  ``PATHWAYS_TESTING_EXIT_CODE`` (1) instead of training it: a user-code failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from pathways_airflow.checkpoints import (
+    COMMIT_MARKER,
+    ITEMS_DIR,
+    METADATA_FILE,
+    candidate_steps,
+    commit_marker_uri,
+    is_gcs,
+    join,
+    maxtext_checkpoint_dir,
+    step_uri,
+)
+from pathways_airflow_testing.programs.args import (
+    BadArgument,
+    command_tokens,
+    env_int,
+    env_number,
+    parse_params,
+)
+from pathways_airflow_testing.programs.base import GcsAccess, ProgramContext
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What one training run will do, read from its command line and environment."""
+
+    steps: int
+    checkpoint_period: int
+    checkpoint_dir: str | None
+    run_name: str
+    step_seconds: float
+    save_seconds: float
+    files_per_checkpoint: int
+    fail_at_step: int | None
+    exit_code: int
+    not_saved_because: str | None = None
+    """Why a checkpoint directory was named but will not be written, for the log."""
+
+    @classmethod
+    def from_command(cls, argv: list[str], env: Mapping[str, str]) -> TrainingPlan:
+        params = parse_params(command_tokens(argv, env))
+        steps = params.integer("steps", 100)
+        period = params.integer("checkpoint_period", 10)
+        if steps < 1:
+            raise BadArgument(f"steps={steps}: must be at least 1")
+        if period < 1:
+            raise BadArgument(f"checkpoint_period={period}: must be at least 1")
+        base, run_name = params.text("base_output_directory"), params.text("run_name") or ""
+        checkpoint_dir = env.get("PATHWAYS_CHECKPOINT_DIR") or (
+            maxtext_checkpoint_dir(base, run_name) if base and run_name else None
+        )
+        not_saved_because = None
+        if checkpoint_dir and not params.flag("enable_checkpointing", True):
+            checkpoint_dir, not_saved_because = None, "enable_checkpointing=false"
+        elif checkpoint_dir and not is_gcs(checkpoint_dir):
+            checkpoint_dir, not_saved_because = None, f"{checkpoint_dir} is not a gs:// path"
+        files = env_int(env, "PATHWAYS_TESTING_FILES_PER_CHECKPOINT", 3) or 0
+        if files < 1:
+            raise BadArgument(f"PATHWAYS_TESTING_FILES_PER_CHECKPOINT={files}: must be at least 1")
+        return cls(
+            steps=steps,
+            checkpoint_period=period,
+            checkpoint_dir=checkpoint_dir.rstrip("/") if checkpoint_dir else None,
+            run_name=run_name,
+            step_seconds=env_number(env, "PATHWAYS_TESTING_STEP_SECONDS", 1.0),
+            save_seconds=env_number(env, "PATHWAYS_TESTING_SAVE_SECONDS", 2.0),
+            files_per_checkpoint=files,
+            fail_at_step=env_int(env, "PATHWAYS_TESTING_FAIL_AT_STEP", None),
+            exit_code=env_int(env, "PATHWAYS_TESTING_EXIT_CODE", 1) or 0,
+            not_saved_because=not_saved_because,
+        )
+
+    @property
+    def last_step(self) -> int:
+        return self.steps - 1
+
+    def saves_at(self, step: int) -> bool:
+        return self.checkpoint_dir is not None and (
+            step % self.checkpoint_period == 0 or step == self.last_step
+        )
+
+
+def synthetic_loss(step: int, steps: int) -> float:
+    """A loss curve that falls like a real one, so logs and plots look plausible."""
+    return 1.5 + 9.0 * math.exp(-4.0 * step / max(1, steps))
+
+
+def item_file_names(count: int) -> list[str]:
+    """Names under ``items/`` shaped like an OCDBT checkpoint's: metadata, manifest, data."""
+    names = ["_METADATA", "manifest.ocdbt"]
+    names += [f"d/{hashlib.sha1(str(i).encode()).hexdigest()[:32]}" for i in range(count)]
+    return names[:count]
+
+
+async def is_committed(gcs: GcsAccess, step_dir: str) -> bool:
+    """A step may be restored, converted or served only once its commit marker exists."""
+    return await gcs.exists(commit_marker_uri(step_dir))
+
+
+async def newest_committed_step(gcs: GcsAccess, checkpoint_dir: str) -> int | None:
+    """The step a restarted run restores: the newest with a commit marker, partial ones skipped."""
+    subdirs, _ = await gcs.list(join(checkpoint_dir, ""), delimiter="/")
+    for step in candidate_steps(subdirs):
+        if await is_committed(gcs, step_uri(checkpoint_dir, step)):
+            return step
+    return None
+
+
+async def write_checkpoint(
+    ctx: ProgramContext,
+    step_dir: str,
+    *,
+    metadata: Mapping[str, object],
+    items: Mapping[str, bytes],
+    duration: float,
+) -> None:
+    """Write one step the way Orbax does on GCS, spreading ``duration`` simulated seconds over it.
+
+    Whatever an earlier, interrupted save left in ``step_dir`` is removed first. If the task is
+    cancelled on the way, the step stays without its commit marker: partial, as in production.
+    """
+    await ctx.gcs.delete_prefix(join(step_dir, ""))
+    pause = duration / (len(items) + 1)
+    await ctx.gcs.write(join(step_dir, METADATA_FILE), json.dumps(metadata, indent=1).encode())
+    for name, data in items.items():
+        await ctx.clock.sleep(pause)
+        await ctx.gcs.write(join(step_dir, ITEMS_DIR, name), data)
+    await ctx.clock.sleep(pause)
+    marker = f"Checkpoint commit was successful to {step_dir}\n".encode()
+    await ctx.gcs.write(commit_marker_uri(step_dir), marker)
+
+
+def orbax_metadata(ctx: ProgramContext, **extra: object) -> dict[str, object]:
+    """``_CHECKPOINT_METADATA`` as Orbax writes it when a save starts: no commit time yet."""
+    return {
+        "item_handlers": {ITEMS_DIR: "orbax.checkpoint.PyTreeCheckpointHandler"},
+        "metrics": {},
+        "performance_metrics": {},
+        "init_timestamp_nsecs": int(ctx.clock.now() * 1e9),
+        "commit_timestamp_nsecs": None,
+        "custom": extra,
+    }
+
+
+def item_payloads(names: list[str], header: Mapping[str, object]) -> dict[str, bytes]:
+    """Small deterministic files: ``_METADATA`` carries ``header`` so readers can check lineage."""
+    return {
+        name: json.dumps(dict(header), sort_keys=True).encode()
+        if name == "_METADATA"
+        else hashlib.sha256(f"{name}:{sorted(header.items())}".encode()).digest() * 4
+        for name in names
+    }
+
+
+async def run(ctx: ProgramContext) -> int:
+    try:
+        plan = TrainingPlan.from_command(ctx.argv, ctx.env)
+    except BadArgument as error:
+        ctx.log(f"error: {error}")
+        return 1
+    if plan.not_saved_because:
+        ctx.log(f"checkpointing disabled: {plan.not_saved_because}")
+
+    start = 0
+    if plan.checkpoint_dir is not None:
+        restored = await newest_committed_step(ctx.gcs, plan.checkpoint_dir)
+        if restored is None:
+            ctx.log(f"no checkpoint found, starting from step 0 (checkpoint directory {plan.checkpoint_dir})")
+        else:
+            ctx.log(f"restored checkpoint from step {restored} ({step_uri(plan.checkpoint_dir, restored)})")
+            start = restored + 1
+    else:
+        ctx.log("no checkpoint found, starting from step 0 (checkpointing disabled)")
+
+    step = start
+    try:
+        for step in range(start, plan.steps):
+            if plan.fail_at_step is not None and step == plan.fail_at_step:
+                ctx.log(
+                    f"error at step {step}: failing as PATHWAYS_TESTING_FAIL_AT_STEP={plan.fail_at_step} "
+                    f"asks; exit code {plan.exit_code}"
+                )
+                return plan.exit_code
+            await ctx.clock.sleep(plan.step_seconds)
+            loss = synthetic_loss(step, plan.steps)
+            ctx.log(
+                f"completed step: {step}, seconds: {plan.step_seconds:.3f}, TFLOP/s/device: 101.250, "
+                f"Tokens/s/device: 2048.000, total_weights: 16384, loss: {loss:.3f}"
+            )
+            if plan.saves_at(step):
+                assert plan.checkpoint_dir is not None
+                await _save(ctx, plan, step, loss)
+    except asyncio.CancelledError:
+        ctx.log(f"terminated at step {step}; no checkpoint is committed for unfinished work")
+        raise
+    ctx.log(f"training finished: {plan.steps} steps")
+    return 0
+
+
+async def _save(ctx: ProgramContext, plan: TrainingPlan, step: int, loss: float) -> None:
+    assert plan.checkpoint_dir is not None
+    step_dir = step_uri(plan.checkpoint_dir, step)
+    ctx.log(f"saving checkpoint for step {step} to {step_dir}")
+    header = {"kind": "train_state", "step": step, "run_name": plan.run_name, "loss": round(loss, 6)}
+    await write_checkpoint(
+        ctx,
+        step_dir,
+        metadata=orbax_metadata(ctx, step=step),
+        items=item_payloads(item_file_names(plan.files_per_checkpoint), header),
+        duration=plan.save_seconds,
+    )
+    ctx.log(f"saved a checkpoint at step {step} ({COMMIT_MARKER} written)")

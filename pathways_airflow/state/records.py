@@ -1,0 +1,181 @@
+"""The records that travel between a trigger, its operator, XCom and the task state store. Pure.
+
+A workload's life crosses processes: the trigger sees it end, the operator resubmits it, a retry
+of the task reads where the last try left off. Each record here has one shape, written by
+``to_dict`` and read by ``from_dict``, so every side agrees on it. Readers are lenient (a key
+missing from a record an older version wrote takes its default) because records outlive
+upgrades: a task deferred before one resumes after it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from pathways_airflow.state.disruption import Classification
+from pathways_airflow.state.model import WorkloadState
+
+JOBSET_RESTART = "JobSet restart"
+"""``handled_by`` of a disruption the JobSet absorbed by restarting itself (within ``maxRestarts``)."""
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """Maintenance, preemption or slice loss that ended a run of the program.
+
+    Either the JobSet restarted in place (``handled_by == JOBSET_RESTART``, seen by the trigger)
+    or the operator deleted the workload and submitted the next attempt (``workload`` is the one
+    that ended, with the step it reached, the step the next resumed from, and the cost).
+    """
+
+    time: float
+    kind: str
+    evidence: tuple[str, ...] = ()
+    reached_step: int | None = None
+    handled_by: str | None = None
+    workload: str | None = None
+    resumed_from_step: int | None = None
+    steps_recomputed: int | None = None
+    seconds_lost: float = 0.0
+
+    @property
+    def resubmitted(self) -> bool:
+        """It cost a fresh workload (and counts against ``max_disruptions``)."""
+        return self.handled_by != JOBSET_RESTART
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.resubmitted:
+            return {
+                "time": self.time,
+                "kind": self.kind,
+                "evidence": list(self.evidence),
+                "handled_by": self.handled_by,
+                "reached_step": self.reached_step,
+            }
+        return {
+            "time": self.time,
+            "kind": self.kind,
+            "evidence": list(self.evidence),
+            "workload": self.workload,
+            "reached_step": self.reached_step,
+            "resumed_from_step": self.resumed_from_step,
+            "steps_recomputed": self.steps_recomputed,
+            "seconds_lost": self.seconds_lost,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Disruption:
+        """Also reads a restart as the trigger reported it (``last_step`` for ``reached_step``)."""
+        reached = data.get("reached_step", data.get("last_step"))
+        return cls(
+            time=float(data.get("time") or 0.0),
+            kind=str(data.get("kind") or ""),
+            evidence=tuple(data.get("evidence") or ()),
+            reached_step=reached,
+            handled_by=data.get("handled_by"),
+            workload=data.get("workload"),
+            resumed_from_step=data.get("resumed_from_step"),
+            steps_recomputed=data.get("steps_recomputed"),
+            seconds_lost=float(data.get("seconds_lost") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The workload a task is waiting on now, and what happened to the ones before it."""
+
+    name: str
+    namespace: str
+    backend: str
+    attempt: int = 0
+    started: float = field(default_factory=time.time)
+    disruptions: tuple[Disruption, ...] = ()
+
+    @property
+    def resubmissions(self) -> int:
+        """Disruptions that cost a fresh workload: what ``max_disruptions`` limits."""
+        return sum(1 for d in self.disruptions if d.resubmitted)
+
+    def with_disruptions(self, *more: Disruption) -> Submission:
+        return replace(self, disruptions=(*self.disruptions, *more))
+
+    def next_attempt(self, name: str) -> Submission:
+        """The record of the workload submitted after this one was disrupted."""
+        return replace(self, name=name, attempt=self.attempt + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "backend": self.backend,
+            "attempt": self.attempt,
+            "started": self.started,
+            "disruptions": [d.to_dict() for d in self.disruptions],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, namespace: str = "default", backend: str = "pathwaysjob") -> Submission:
+        """``namespace`` and ``backend`` fill in for a record that lacks them (the task's own)."""
+        return cls(
+            name=str(data.get("name") or ""),
+            namespace=str(data.get("namespace") or namespace),
+            backend=str(data.get("backend") or backend),
+            attempt=int(data.get("attempt") or 0),
+            started=float(data.get("started") or time.time()),
+            disruptions=tuple(Disruption.from_dict(d) for d in data.get("disruptions") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadEvent:
+    """What ``PathwaysJobTrigger`` sends when it stops watching, and the operator acts on.
+
+    ``status``: ``finished`` (``state`` is final; ``classification`` says why a failure
+    happened), ``timeout`` (the task's ``execution_timeout`` passed; ``deleted`` says whether
+    the trigger deleted the workload) or ``error`` (the API kept failing; ``message``).
+    """
+
+    status: str
+    name: str
+    state: WorkloadState | None = None
+    failure: Mapping[str, Any] | None = None
+    classification: Classification | None = None
+    last_step: int | None = None
+    restarts: tuple[Disruption, ...] = ()
+    running_since: float | None = None
+    deleted: bool = False
+    message: str = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"status": self.status, "name": self.name}
+        if self.state is not None:
+            payload["state"] = self.state.to_dict()
+        if self.status == "finished":
+            payload.update(
+                failure=self.failure,
+                classification=self.classification.to_dict() if self.classification else None,
+                last_step=self.last_step,
+                restarts=[r.to_dict() for r in self.restarts],
+                running_since=self.running_since,
+            )
+        elif self.status == "timeout":
+            payload["deleted"] = self.deleted
+        else:
+            payload["message"] = self.message
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> WorkloadEvent:
+        return cls(
+            status=str(payload.get("status") or "error"),
+            name=str(payload.get("name") or ""),
+            state=WorkloadState.from_dict(payload["state"]) if payload.get("state") else None,
+            failure=payload.get("failure"),
+            classification=Classification.from_dict(payload["classification"]) if payload.get("classification") else None,
+            last_step=payload.get("last_step"),
+            restarts=tuple(replace(Disruption.from_dict(r), handled_by=JOBSET_RESTART) for r in payload.get("restarts") or ()),
+            running_since=payload.get("running_since"),
+            deleted=bool(payload.get("deleted")),
+            message=str(payload.get("message") or ""),
+        )

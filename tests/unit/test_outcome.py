@@ -1,0 +1,87 @@
+"""After the wait: one rule for what every task does, pinned as a table on real states and verdicts."""
+
+import pytest
+
+from pathways_airflow.exceptions import (
+    BadSpecError,
+    InfrastructureError,
+    RetryableUserCodeError,
+    UserCodeError,
+    WorkloadDeletedError,
+    WorkloadEndedError,
+)
+from pathways_airflow.state.disruption import Classification, Verdict
+from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, workload_failure
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, Submission
+
+MAINTENANCE = Classification(Verdict.MAINTENANCE, ("node gke-tpu-1: cloud.google.com/active-node-maintenance=ONGOING",))
+SLICE_LOST = Classification(Verdict.SLICE_FAILURE, ("pod train-1-worker-0-0: DisruptionTarget (TerminationByKubelet)",))
+NO_EVIDENCE = Classification(Verdict.UNKNOWN_INFRA, ("no pod shows why it stopped",))
+BUG = Classification(Verdict.USER_ERROR, ("container main exited with 1",), exit_code=1)
+
+
+def failed(cause: FailureCause | None, exit_code: int | None = None) -> WorkloadState:
+    return WorkloadState(Phase.FAILED, "JobSet failed", cause=cause, exit_code=exit_code)
+
+
+@pytest.mark.parametrize(
+    "state,classification,expected",
+    [
+        (WorkloadState(Phase.SUCCEEDED), None, NextStep.SUCCEED),
+        (failed(FailureCause.DISRUPTION), MAINTENANCE, NextStep.RESUBMIT),
+        (failed(FailureCause.USER_CODE, 1), SLICE_LOST, NextStep.RESUBMIT),  # exit 1 after losing its slice
+        (failed(FailureCause.UNKNOWN), NO_EVIDENCE, NextStep.RESUBMIT),
+        (failed(FailureCause.USER_CODE, 1), NO_EVIDENCE, NextStep.FAIL),  # a bug, with no disruption in sight
+        (failed(FailureCause.USER_CODE, 1), BUG, NextStep.FAIL),
+        (failed(FailureCause.BAD_SPEC), MAINTENANCE, NextStep.FAIL),
+        (failed(FailureCause.QUOTA), MAINTENANCE, NextStep.FAIL),
+        (failed(FailureCause.DELETED), MAINTENANCE, NextStep.FAIL),
+        (failed(FailureCause.DISRUPTION), None, NextStep.FAIL),  # nobody classified it: nothing to resubmit on
+    ],
+)
+def test_what_a_task_does_after_the_wait(state, classification, expected):
+    assert next_step(state, classification) is expected
+
+
+@pytest.mark.parametrize(
+    "state,classification,retry_user_errors,owned,expected",
+    [
+        (failed(FailureCause.USER_CODE, 3), None, False, True, UserCodeError),
+        (failed(FailureCause.USER_CODE, 3), None, True, True, RetryableUserCodeError),
+        (failed(FailureCause.UNKNOWN), BUG, False, True, UserCodeError),
+        (failed(FailureCause.BAD_SPEC), None, False, True, BadSpecError),
+        (failed(FailureCause.QUOTA), None, False, True, BadSpecError),
+        (failed(FailureCause.DELETED), None, False, True, WorkloadDeletedError),
+        (failed(FailureCause.DISRUPTION), MAINTENANCE, False, True, InfrastructureError),
+        (failed(None), None, False, True, InfrastructureError),
+        # A sensor watching someone else's workload: retrying cannot change how it ended.
+        (failed(FailureCause.USER_CODE, 3), None, False, False, UserCodeError),
+        (failed(FailureCause.BAD_SPEC), None, False, False, BadSpecError),
+        (failed(FailureCause.DELETED), None, False, False, WorkloadEndedError),
+        (failed(FailureCause.DISRUPTION), None, False, False, WorkloadEndedError),
+    ],
+)
+def test_which_exception_a_failed_workload_raises(state, classification, retry_user_errors, owned, expected):
+    error = workload_failure(state, "it failed", classification, retry_user_errors=retry_user_errors, owned=owned)
+    assert type(error) is expected
+    if expected in (UserCodeError, RetryableUserCodeError):
+        assert error.exit_code == (state.exit_code if state.exit_code is not None else BUG.exit_code)
+
+
+def test_jobset_restarts_in_place_do_not_count_against_the_budget():
+    restart = Disruption(100.0, "MAINTENANCE", ("node drained",), reached_step=40, handled_by=JOBSET_RESTART)
+    resubmitted = disruption_of(MAINTENANCE, workload="train-0", reached_step=60, resumed_from_step=50, now=200.0, running_since=120.0)
+    submission = Submission("train-1", "default", "pathwaysjob", 1, 10.0, (restart, restart, resubmitted))
+    assert submission.resubmissions == 1
+    assert not over_budget(submission, 1)
+    assert over_budget(submission.with_disruptions(resubmitted), 1)
+
+
+def test_a_resubmission_records_what_it_cost():
+    lost = disruption_of(SLICE_LOST, workload="train-0", reached_step=60, resumed_from_step=50, now=200.0, running_since=120.0)
+    assert (lost.kind, lost.workload, lost.steps_recomputed, lost.seconds_lost) == ("SLICE_FAILURE", "train-0", 10, 80.0)
+    never_stepped = disruption_of(SLICE_LOST, workload="train-0", reached_step=None, resumed_from_step=None, now=200.0, running_since=120.0)
+    assert (never_stepped.steps_recomputed, never_stepped.seconds_lost) == (0, 0.0)
+    from_scratch = disruption_of(MAINTENANCE, workload="train-0", reached_step=30, resumed_from_step=None, now=200.0, running_since=120.0)
+    assert from_scratch.steps_recomputed == 31, "steps 0..30 are done again"

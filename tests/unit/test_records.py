@@ -1,0 +1,74 @@
+"""The records that cross processes keep one shape, and read what earlier versions wrote."""
+
+from pathways_airflow.state.disruption import Classification, Verdict
+from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, Submission, WorkloadEvent
+
+# A submission record as the task state store and XCom hold it, with one resubmission and one
+# restart the JobSet made in place.
+STORED = {
+    "name": "train-a1b2c3-1",
+    "namespace": "ml",
+    "backend": "jobset",
+    "attempt": 1,
+    "started": 1763900000.5,
+    "disruptions": [
+        {"time": 1763900100.0, "kind": "MAINTENANCE", "evidence": ["node n1: drained"], "handled_by": JOBSET_RESTART, "reached_step": 20},
+        {
+            "time": 1763900200.0,
+            "kind": "SLICE_FAILURE",
+            "evidence": ["pod w-0: DisruptionTarget"],
+            "workload": "train-a1b2c3-0",
+            "reached_step": 42,
+            "resumed_from_step": 40,
+            "steps_recomputed": 2,
+            "seconds_lost": 93.4,
+        },
+    ],
+}
+
+
+def test_a_stored_submission_reads_and_writes_back_unchanged():
+    submission = Submission.from_dict(STORED)
+    assert submission.to_dict() == STORED
+    assert submission.resubmissions == 1
+    assert [d.resubmitted for d in submission.disruptions] == [False, True]
+
+
+def test_a_record_missing_keys_takes_the_tasks_own_values():
+    submission = Submission.from_dict({"name": "train-x-0"}, namespace="ml", backend="jobset")
+    assert (submission.namespace, submission.backend, submission.attempt, submission.disruptions) == ("ml", "jobset", 0, ())
+
+
+def test_a_finished_event_round_trips_through_its_payload():
+    event = WorkloadEvent(
+        "finished",
+        "train-x-0",
+        state=WorkloadState(Phase.FAILED, "JobSet failed", cause=FailureCause.USER_CODE, exit_code=1),
+        failure={"pod": "train-x-0-pathways-head-0-0", "container": "main", "exit_code": 1, "log_tail": ["Traceback"]},
+        classification=Classification(Verdict.USER_ERROR, ("container main exited with 1",), 1, "main", "p"),
+        last_step=12,
+        restarts=(Disruption(5.0, "PREEMPTION", ("pod p: Preempting",), 8, JOBSET_RESTART),),
+        running_since=1.0,
+    )
+    payload = event.to_payload()
+    assert set(payload) == {"status", "name", "state", "failure", "classification", "last_step", "restarts", "running_since"}
+    assert WorkloadEvent.from_payload(payload) == event
+
+
+def test_restarts_an_earlier_trigger_sent_are_read_as_jobset_restarts():
+    payload = {
+        "status": "finished",
+        "name": "train-x-0",
+        "state": WorkloadState(Phase.SUCCEEDED).to_dict(),
+        "restarts": [{"time": 5.0, "kind": "MAINTENANCE", "evidence": ["e"], "last_step": 8}],
+    }
+    (restart,) = WorkloadEvent.from_payload(payload).restarts
+    assert (restart.reached_step, restart.handled_by, restart.resubmitted) == (8, JOBSET_RESTART, False)
+
+
+def test_timeout_and_error_events_carry_only_their_own_fields():
+    timeout = WorkloadEvent("timeout", "w", state=WorkloadState(Phase.RUNNING), deleted=True).to_payload()
+    assert set(timeout) == {"status", "name", "state", "deleted"} and timeout["deleted"] is True
+    error = WorkloadEvent("error", "w", message="ApiException: 500").to_payload()
+    assert error == {"status": "error", "name": "w", "message": "ApiException: 500"}

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator
 from pathways_airflow import well_known
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.resources import workload_resource
+from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
@@ -49,8 +50,7 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         problems = []
         if self.backend not in BACKENDS:
             problems.append(SpecProblem("backend", self.backend, "unknown backend", BACKENDS))
-        if not is_dns1123_label(self.namespace):
-            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label"))
+        problems.extend(filter(None, [namespace_problem(self.namespace)]))
         if not isinstance(self.name, str) or not is_dns1123_label(self.name):
             # A PathwaysJob or JobSet name is a DNS label: "..", "a/b" or "" would address
             # something else than one workload.

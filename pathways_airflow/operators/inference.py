@@ -32,7 +32,7 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from airflow.sdk import BaseOperator
 
 from pathways_airflow import well_known
-from pathways_airflow.spec.arguments import looks_templated
+from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.exceptions import (
@@ -70,7 +70,6 @@ from pathways_airflow.spec.names import (
     TASK_KEY_LABEL,
     TaskIdentity,
     check_name_prefix,
-    is_dns1123_label,
 )
 from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
@@ -113,9 +112,7 @@ NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
 
 
 def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:
-    problems = []
-    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
-        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    problems = list(filter(None, [namespace_problem(namespace)]))
     try:
         check_name_prefix(name_prefix)
     except InvalidWorkloadSpec as error:
@@ -913,8 +910,8 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
             isinstance(self.deploy_task_id, str) and self.deploy_task_id.strip()
         ):
             problems.append(SpecProblem("deploy_task_id", self.deploy_task_id, "must be the setup task's task_id"))
-        if not (only_known and looks_templated(self.namespace)) and not is_dns1123_label(self.namespace):
-            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+        if not (only_known and looks_templated(self.namespace)):
+            problems.extend(filter(None, [namespace_problem(self.namespace)]))
         if self.server and not (only_known and looks_templated(self.server)):
             name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
             try:

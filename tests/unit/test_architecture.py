@@ -42,7 +42,7 @@ the checkpoint I/O in ``hooks.storage``, where every importer reaches them downw
 
 MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
-    "operators.inference": 987,
+    "operators.inference": 984,
     "operators.workload": 711,
     "hooks.pathways": 682,  # holds wait_gone, the one wait for deleted objects and their pods
     "state.status": 647,

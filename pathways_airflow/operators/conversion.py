@@ -27,13 +27,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
-from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
+from pathways_airflow.operators.base import ClusterOperator, quoted_log
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
@@ -85,7 +85,7 @@ def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int 
 # --- the operator --------------------------------------------------------------------------------
 
 
-class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
+class CheckpointConversionOperator(ClusterOperator):
     """Convert a committed training checkpoint into a parameter-only serving checkpoint (for JetStream).
 
     :param checkpoint: the source step as ``{"step": N, "uri": "<checkpoint_dir>/<N>"}``, the XCom of
@@ -192,7 +192,6 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.delete_on_finish = delete_on_finish
-        self._job: tuple[str, str] | None = None
         self.validate(only_known=True)
 
     # --- pure questions -------------------------------------------------------------------------
@@ -294,7 +293,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
                     namespace=self.namespace,
                     target=self.hook.resolved_target().to_dict(),
                     poll_interval=self.poll_interval,
-                    deadline=self._deadline(context),
+                    deadline=self.deadline(context),
                 ),
                 method_name="execute_complete",
             )
@@ -305,22 +304,22 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
         name = event["name"]
-        self._job = (self.namespace, name)
+        self.holding(JOB, self.namespace, name)
         status = event.get("status")
         if status == "timeout":
-            self._job = None
+            self.released()
             raise AirflowTaskTimeout(
                 f"Job {self.namespace}/{name} did not finish within execution_timeout ({self.execution_timeout}); "
                 f"it was {'deleted' if event.get('deleted') else 'already gone'}. Last seen: {event.get('message')}"
             )
         if status == "error":
-            self._job = None
+            self.released()
             raise KubernetesApiError(
                 f"lost track of Job {self.namespace}/{name}: {event.get('message')}. The Job was left running; "
                 f"a retry of this task re-attaches to it. {self._kubectl_hint(name)}"
             )
         if status == GONE:
-            self._job = None
+            self.released()
             raise WorkloadDeletedError(
                 f"Job {self.namespace}/{name} was deleted before it finished ({event.get('message')}); "
                 "the serving checkpoint may be partial and is not reported"
@@ -330,7 +329,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             outcome = JobOutcome(FAILED, event.get("reason") or "", event.get("message") or "")
             message, exit_code, disruption = self._failure(name, outcome)
             self.log.error("%s", message)
-            self._finish(name)
+            self.finished_with(JOB, self.namespace, name, delete=self.delete_on_finish)
             raise failed_job_exception(message, exit_code=exit_code, disruption=disruption)
         if status != COMPLETE:
             raise KubernetesApiError(f"Job {self.namespace}/{name}: unexpected event {event!r}")
@@ -338,7 +337,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         client = self._storage()
         try:
             if not gcs_exists(client, commit_marker_uri(conversion.output.uri)):
-                self._finish(name)
+                self.finished_with(JOB, self.namespace, name, delete=self.delete_on_finish)
                 raise BadSpecError(
                     f"Job {self.namespace}/{name} completed but {conversion.output.uri} has no {COMMIT_MARKER}: "
                     "the serving checkpoint is missing or partial and is not reported. A replaced command line "
@@ -358,7 +357,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             conversion.source.uri,
             conversion.output.uri,
         )
-        self._finish(name)
+        self.finished_with(JOB, self.namespace, name, delete=self.delete_on_finish)
         return self._announced(context, conversion.result())
 
     def _announced(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
@@ -402,7 +401,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         the same output at the same time would delete what the first one wrote.
         """
         name = manifest["metadata"]["name"]
-        self._job = (self.namespace, name)
+        self.holding(JOB, self.namespace, name)
         adoption = self.hook.create_or_adopt(manifest, task_key)
         if not adoption.created:
             stale = job_outcome(adoption.obj)
@@ -440,12 +439,6 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
                 return outcome.to_event(name, self.namespace)
             time.sleep(self.poll_interval)
 
-    def _deadline(self, context: Context) -> float | None:
-        if not self.execution_timeout:
-            return None
-        start = getattr(context["ti"], "start_date", None) or dt.datetime.now(dt.timezone.utc)
-        return (start + self.execution_timeout).timestamp()
-
     def _pods(self, name: str) -> list[dict[str, Any]]:
         return self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={name}")
 
@@ -460,7 +453,7 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
         if pod:
             lines = self.hook.read_log_tail(self.namespace, pod, container or CONTAINER_NAME)
             if lines:
-                parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
+                parts.append(quoted_log(lines))
         else:
             parts.append("No pod of it was found.")
         if not self.delete_on_finish:
@@ -478,18 +471,3 @@ class CheckpointConversionOperator(ClusterConnectionMixin, BaseOperator):
             f"Look further with: kubectl -n {self.namespace} describe job {name}; "
             f"kubectl -n {self.namespace} logs -l {well_known.JOB_NAME}={name}"
         )
-
-    def _finish(self, name: str) -> None:
-        if self.delete_on_finish:
-            self.hook.delete(JOB, self.namespace, name)
-            self.log.info("deleted Job %s/%s (delete_on_finish)", self.namespace, name)
-        self._job = None
-
-    def on_kill(self) -> None:
-        """The task was killed (or timed out) while waiting here: stop the conversion."""
-        if self._job is None:
-            return
-        namespace, name = self._job
-        self.log.info("deleting Job %s/%s: the task was stopped", namespace, name)
-        self.hook.delete(JOB, namespace, name)
-        self._job = None

@@ -13,12 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
-from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
+from pathways_airflow.operators.base import ClusterOperator, quoted_log
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, KubernetesApiError, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
@@ -82,7 +82,7 @@ _WORKLOAD_FIELDS = (
 _BUILD_ARGUMENT = {"container_resources": "resources"}
 
 
-class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
+class PathwaysJobOperator(ClusterOperator):
     """Submit a Pathways workload to TPU slices on GKE.
 
     :param tpu: TPU generation or machine type shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``,
@@ -232,7 +232,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             if isinstance(system_exit_codes, (list, tuple, set, frozenset, range))
             else XPK_SYSTEM_EXIT_CODES if system_exit_codes is None else system_exit_codes
         )
-        self._submitted: tuple[str, str] | None = None
         # Fail at DAG parse time for everything already known; templated values are checked
         # again once rendered, before anything is submitted.
         self.validate(only_known=True)
@@ -357,7 +356,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
 
     def _remember(self, context: Context, record: Submission) -> None:
         """Note the submission where a kill, a retry and the links will look for it."""
-        self._submitted = (record.namespace, record.name)
+        self.holding(workload_resource(self.backend), record.namespace, record.name)
         _store_set(context.get("task_state_store"), record.to_dict())
         context["ti"].xcom_push(key=STATE_KEY, value={**record.to_dict(), **self._link_fields()})
 
@@ -368,13 +367,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             trigger = self._trigger(context, record.name)
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"record": record.to_dict()})
         return self._wait_here(context, record)
-
-    def _deadline(self, context: Context) -> float | None:
-        """When the task's execution_timeout runs out (wall clock), if it has one."""
-        if not self.execution_timeout:
-            return None
-        start = getattr(context["ti"], "start_date", None) or dt.datetime.now(dt.timezone.utc)
-        return (start + self.execution_timeout).timestamp()
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, record: dict[str, Any] | None = None
@@ -388,7 +380,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             return self.execute(context)
         finished = WorkloadEvent.from_payload(event)
         submission = self._recorded(context, record, finished)
-        self._submitted = (submission.namespace, submission.name)
+        self.holding(workload_resource(self.backend), submission.namespace, submission.name)
         if finished.status == "timeout":
             raise AirflowTaskTimeout(
                 f"{submission.name} did not finish within execution_timeout ({self.execution_timeout}); "
@@ -422,7 +414,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             namespace=self.namespace,
             backend=self.backend,
             target=self.hook.resolved_target().to_dict(),
-            deadline=self._deadline(context),
+            deadline=self.deadline(context),
             last_state=last_state,
         )
 
@@ -519,11 +511,11 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             result = self._result(record, state)
             self.log.info("%s: %s", name, result["disruption_summary"])
             _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
-            self._delete_finished(name)
+            self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
             return result
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
-        self._delete_finished(name)
+        self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
         raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
     def _result(self, record: Submission, state: WorkloadState) -> dict[str, Any]:
@@ -570,7 +562,7 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             parts.append(f"Container {container} of pod {pod} exited with code {exit_code}.")
             lines = (failure or {}).get("log_tail") or self.hook.read_log_tail(self.namespace, pod, container)
             if lines:
-                parts.append(f"Its last {len(lines)} log lines:\n" + "\n".join(f"  | {line}" for line in lines))
+                parts.append(quoted_log(lines))
             else:
                 parts.append(
                     "Its log could not be read: the pod was deleted with its failed Job"
@@ -589,20 +581,6 @@ class PathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     def _link_fields(self) -> dict[str, Any]:
         return {"project_id": self.project_id, "location": self.location, "cluster_name": self.cluster_name}
 
-    def _delete_finished(self, name: str) -> None:
-        if self.delete_on_finish:
-            self.hook.delete(workload_resource(self.backend), self.namespace, name)
-            self.log.info("deleted %s/%s (delete_on_finish)", self.namespace, name)
-        self._submitted = None
-
-    def on_kill(self) -> None:
-        """The task was killed (or timed out) while waiting here: delete what it submitted."""
-        if self._submitted is None:
-            return
-        namespace, name = self._submitted
-        self.log.info("deleting %s/%s: the task was stopped", namespace, name)
-        self.hook.delete(workload_resource(self.backend), namespace, name)
-        self._submitted = None
 
 
 def _store_get(store: Any) -> dict[str, Any] | None:

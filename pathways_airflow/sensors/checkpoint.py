@@ -16,9 +16,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.providers.common.compat.sdk import conf
+from airflow.sdk import PokeReturnValue
 
+from pathways_airflow.sensors.base import DeferrableSensor
 from pathways_airflow.checkpoints import describe_scan, is_gcs
 from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID, scan_checkpoints, storage_client
 from pathways_airflow.hooks.storage import newest_committed_checkpoint  # noqa: F401 - its import path before hooks.storage
@@ -27,11 +27,12 @@ from pathways_airflow.spec.arguments import checkpoint_arguments, looks_template
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
 # --- the sensor ------------------------------------------------------------------------------
 
 
-class CheckpointSensor(BaseSensorOperator):
+class CheckpointSensor(DeferrableSensor):
     """Wait until ``checkpoint_dir`` holds a committed step, and return it as ``{"step", "uri"}``.
 
     :param checkpoint_dir: MaxText's ``<base_output_directory>/<run_name>/checkpoints``, on
@@ -40,8 +41,6 @@ class CheckpointSensor(BaseSensorOperator):
     :param newer_than: wait for a step newer than this one (the one a pipeline already has).
         Both accept the strings templates render to; ``"None"`` or ``""`` mean no bound.
     :param gcp_conn_id: Google connection for ``gs://`` (``STORAGE_EMULATOR_HOST`` is honoured).
-    :param deferrable: wait in the triggerer between looks (default: Airflow's
-        ``[operators] default_deferrable``).
 
     The XCom value is ``{"step": N, "uri": "<checkpoint_dir>/<N>"}``; the step's items are at
     ``<uri>/items`` (what ``load_full_state_path`` and ``load_parameters_path`` take).
@@ -57,7 +56,6 @@ class CheckpointSensor(BaseSensorOperator):
         min_step: int | str | None = None,
         newer_than: int | str | None = None,
         gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 60.0,
         **kwargs: Any,
     ) -> None:
@@ -66,7 +64,6 @@ class CheckpointSensor(BaseSensorOperator):
         self.min_step = min_step
         self.newer_than = newer_than
         self.gcp_conn_id = gcp_conn_id
-        self.deferrable = deferrable
         self._client: Any = None
 
         if not looks_templated([checkpoint_dir, min_step, newer_than]):
@@ -84,31 +81,20 @@ class CheckpointSensor(BaseSensorOperator):
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=scan.found.as_xcom())
 
-    def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            return super().execute(context)
-        first = self.poke(context)
-        if first.is_done:
-            return first.xcom_value
+    def trigger(self) -> BaseTrigger:
         from pathways_airflow.triggers.checkpoint import CheckpointTrigger
 
         directory, min_step, newer_than = checkpoint_arguments(self.checkpoint_dir, self.min_step, self.newer_than)
-        self.defer(
-            trigger=CheckpointTrigger(
-                checkpoint_dir=directory,
-                min_step=min_step,
-                newer_than=newer_than,
-                gcp_conn_id=self.gcp_conn_id,
-                poll_interval=float(self.poke_interval),
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+        return CheckpointTrigger(
+            checkpoint_dir=directory,
+            min_step=min_step,
+            newer_than=newer_than,
+            gcp_conn_id=self.gcp_conn_id,
+            poll_interval=float(self.poke_interval),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Back from the triggerer: the committed step, or why it stopped looking."""
-        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
-            return self.execute(context)
+    def finish(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The committed step, or why the trigger stopped looking."""
         if event.get("status") == "found":
             checkpoint = event["checkpoint"]
             self.log.info("step %s is committed: %s", checkpoint["step"], checkpoint["uri"])

@@ -13,10 +13,10 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.providers.common.compat.sdk import conf
+from airflow.sdk import PokeReturnValue
 
 from pathways_airflow import well_known
+from pathways_airflow.sensors.base import DeferrableSensor
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.exceptions import KubernetesApiError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
@@ -28,9 +28,10 @@ from pathways_airflow.state.slices import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
 
-class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
+class TpuSliceReadinessSensor(ClusterConnectionMixin, DeferrableSensor):
     """Wait until ``num_slices`` TPU slices (node pools) of ``tpu``/``machine_type`` and ``topology`` are ready.
 
     :param tpu: TPU generation shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``, ``"tpu7x"``),
@@ -43,7 +44,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         maintenance would interrupt.
     :param kubernetes_conn_id: and the other cluster parameters: see
         :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
-    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
 
     The XCom value is the sorted list of ready node pool names.
     """
@@ -59,7 +59,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         machine_type: str | None = None,
         num_slices: int | str = 1,
         no_maintenance_within: timedelta | float | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 60.0,
         **kwargs: Any,
     ) -> None:
@@ -69,7 +68,6 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
         self.machine_type = machine_type
         self.num_slices = num_slices
         self.no_maintenance_within = no_maintenance_within
-        self.deferrable = deferrable
         self._last_summary = ""
 
         if not looks_templated([topology, tpu, machine_type, num_slices]):
@@ -97,32 +95,21 @@ class TpuSliceReadinessSensor(ClusterConnectionMixin, BaseSensorOperator):
             return PokeReturnValue(is_done=True, xcom_value=list(readiness.ready))
         return PokeReturnValue(is_done=False)
 
-    def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            return super().execute(context)
-        first = self.poke(context)
-        if first.is_done:
-            return first.xcom_value
+    def trigger(self) -> BaseTrigger:
         from pathways_airflow.triggers.slices import TpuSliceReadinessTrigger
 
         request = self.slice_request()
-        self.defer(
-            trigger=TpuSliceReadinessTrigger(
-                target=self.hook.resolved_target().to_dict(),
-                machine_type=request.machine_type.name,
-                topology=request.topology,
-                num_slices=request.num_slices,
-                no_maintenance_within=request.no_maintenance_within,
-                poll_interval=float(self.poke_interval),
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+        return TpuSliceReadinessTrigger(
+            target=self.hook.resolved_target().to_dict(),
+            machine_type=request.machine_type.name,
+            topology=request.topology,
+            num_slices=request.num_slices,
+            no_maintenance_within=request.no_maintenance_within,
+            poll_interval=float(self.poke_interval),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> list[str]:
-        """Back from the triggerer: the ready node pools, or why it stopped watching."""
-        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
-            return self.execute(context)
+    def finish(self, context: Context, event: dict[str, Any]) -> list[str]:
+        """The ready node pools, or why the trigger stopped watching."""
         if event.get("status") == "ready":
             self.log.info("ready TPU slices: %s", ", ".join(event["ready"]))
             return list(event["ready"])

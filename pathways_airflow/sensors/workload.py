@@ -13,9 +13,10 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.providers.common.compat.sdk import AirflowSensorTimeout, conf
+from airflow.sdk import PokeReturnValue
+from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 
+from pathways_airflow.sensors.base import DeferrableSensor
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.exceptions import KubernetesApiError, WorkloadEndedError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
@@ -27,6 +28,7 @@ from pathways_airflow.state.outcome import workload_failure
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
 TARGET_PHASES: tuple[str, ...] = (Phase.RUNNING.value, Phase.SUCCEEDED.value)
 
@@ -72,7 +74,7 @@ def failure_of(state: WorkloadState, where: str, phase: str) -> Exception:
 # --- the sensor --------------------------------------------------------------------------------
 
 
-class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
+class PathwaysJobSensor(ClusterConnectionMixin, DeferrableSensor):
     """Wait until workload ``name`` reaches ``phase``; fail if it ends FAILED first.
 
     :param name: the PathwaysJob's (or JobSet's) name, e.g. from the operator's XCom
@@ -83,7 +85,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         succeeded counts too) or ``"SUCCEEDED"``.
     :param kubernetes_conn_id: and the other cluster parameters: see
         :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
-    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
 
     The XCom value is the workload's state (``WorkloadState.to_dict()``). A workload that does
     not exist yet is waited for (in the worker, even when deferrable: the trigger takes a
@@ -100,7 +101,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         namespace: str = "default",
         backend: str = "pathwaysjob",
         phase: str = "RUNNING",
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: timedelta | float = 30.0,
         **kwargs: Any,
     ) -> None:
@@ -109,7 +109,6 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
         self.namespace = namespace
         self.backend = backend
         self.phase = phase
-        self.deferrable = deferrable
         self._seen = False
         self._previous: WorkloadState | None = None
 
@@ -151,33 +150,25 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
             raise failure_of(state, self.where, self.target_phase)
         return PokeReturnValue(is_done=False)
 
-    def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            return super().execute(context)
-        first = self.poke(context)
-        if first.is_done:
-            return first.xcom_value
-        if not self._seen:
-            # The trigger takes a missing workload for a deleted one; wait here until it exists.
-            self.log.info("%s does not exist yet; waiting for it here before deferring", self.where)
-            self._wait_until_created()
-            first = self.poke(context)
-            if first.is_done:
-                return first.xcom_value
+    def before_deferring(self, context: Context) -> PokeReturnValue | None:
+        """The trigger takes a missing workload for a deleted one: wait here until it exists."""
+        if self._seen:
+            return None
+        self.log.info("%s does not exist yet; waiting for it here before deferring", self.where)
+        self._wait_until_created()
+        return self.poke(context)
+
+    def trigger(self) -> BaseTrigger:
         from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
-        self.defer(
-            trigger=PathwaysJobTrigger(
-                name=self.name,
-                namespace=self.namespace,
-                backend=self.backend,
-                target=self.hook.resolved_target().to_dict(),
-                last_state=self._previous.to_dict() if self._previous else None,
-                until_phase=self.target_phase,
-                delete_on_timeout=False,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+        return PathwaysJobTrigger(
+            name=self.name,
+            namespace=self.namespace,
+            backend=self.backend,
+            target=self.hook.resolved_target().to_dict(),
+            last_state=self._previous.to_dict() if self._previous else None,
+            until_phase=self.target_phase,
+            delete_on_timeout=False,
         )
 
     def _wait_until_created(self) -> None:
@@ -188,10 +179,8 @@ class PathwaysJobSensor(ClusterConnectionMixin, BaseSensorOperator):
             time.sleep(float(self.poke_interval))
             self.read_state()
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Back from the triggerer: the phase was reached, the workload ended, or the API failed."""
-        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
-            return self.execute(context)
+    def finish(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The phase was reached, the workload ended, or the API failed."""
         if event.get("status") != "finished":
             raise KubernetesApiError(f"stopped watching {self.where}: {event.get('message')}")
         state = WorkloadState.from_dict(event["state"])

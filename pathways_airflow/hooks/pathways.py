@@ -21,7 +21,7 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -419,6 +419,22 @@ class PathwaysHook(BaseHook):
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.list(NODE, label_selector=label_selector)
+
+    def wait_gone(
+        self, namespace: str, objects: Sequence[tuple[Resource, str]], pod_selectors: Sequence[str] = (), *, timeout: float, poll: float = 2.0
+    ) -> list[str]:
+        """Until ``objects`` and the pods matching ``pod_selectors`` are gone, at most ``timeout`` seconds.
+
+        A foreground delete returns while the pods still terminate, and the TPUs are free only
+        once they are gone. Returns what is left when time ran out (``Kind/name``), else ``[]``.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            left = [f"{r.kind}/{n}" for r, n in objects if self.get(r, namespace, n) is not None]
+            left += [f"Pod/{p['metadata']['name']}" for s in pod_selectors for p in self.list(POD, namespace, label_selector=s)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
 
     def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES, *, previous: bool = False) -> list[str]:
         """The last ``lines`` lines a container wrote (of its run before the last restart with

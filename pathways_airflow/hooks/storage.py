@@ -36,6 +36,43 @@ def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
     return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
 
 
+def object_exists_if_permitted(client: Any, uri: str) -> bool | None:
+    """Whether the ``gs://`` object ``uri`` exists; ``None`` when the connection may not look."""
+    from google.api_core.exceptions import Forbidden
+
+    bucket, name = split_gcs_uri(uri)
+    try:
+        return bool(client.bucket(bucket).blob(name).exists())
+    except Forbidden:
+        return None
+
+
+def bucket_exists_if_permitted(client: Any, bucket: str) -> bool | None:
+    """Whether ``bucket`` exists (one listing of at most one object, which ``storage.objects.list``
+    allows where ``storage.buckets.get`` may not be granted); ``None`` when the connection may not look."""
+    from google.api_core.exceptions import Forbidden, NotFound
+
+    try:
+        next(iter(client.list_blobs(bucket, max_results=1)), None)
+    except NotFound:
+        return False
+    except Forbidden:
+        return None
+    return True
+
+
+def read_object(client: Any, uri: str) -> bytes | None:
+    """The content of the ``gs://`` object ``uri``; ``None`` when it does not exist."""
+    from google.api_core.exceptions import NotFound
+
+    bucket, name = split_gcs_uri(uri)
+    try:
+        return client.bucket(bucket).blob(name).download_as_bytes()
+    except NotFound:
+        return None
+
+
+
 def _blob(client: Any, uri: str) -> Any:
     bucket, name = split_gcs_uri(uri)
     return client.bucket(bucket).blob(name)

@@ -56,7 +56,7 @@ from pathways_airflow.spec.conversion import (
 from pathways_airflow.hooks.storage import gcs_exists, gcs_has_objects, gcs_read_json, gcs_write_json
 from pathways_airflow.state.outcome import failed_job_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
-from pathways_airflow.triggers.job import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from pathways_airflow import well_known
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
-from pathways_airflow.resources import POD, workload_resource
+from pathways_airflow.resources import workload_resource
+from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
@@ -49,8 +50,7 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         problems = []
         if self.backend not in BACKENDS:
             problems.append(SpecProblem("backend", self.backend, "unknown backend", BACKENDS))
-        if not is_dns1123_label(self.namespace):
-            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label"))
+        problems.extend(filter(None, [namespace_problem(self.namespace)]))
         if not isinstance(self.name, str) or not is_dns1123_label(self.name):
             # A PathwaysJob or JobSet name is a DNS label: "..", "a/b" or "" would address
             # something else than one workload.
@@ -63,14 +63,16 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
             self.log.info("%s %s/%s is already gone", resource.kind, self.namespace, self.name)
             return False
         self.log.info("deleting %s %s/%s", resource.kind, self.namespace, self.name)
-        deadline = time.monotonic() + self.wait_seconds
-        selector = f"jobset.sigs.k8s.io/jobset-name={self.name}"
-        while self.wait_seconds and time.monotonic() < deadline:
-            remaining = self.hook.list(POD, self.namespace, label_selector=selector)
-            if not remaining and self.hook.get(resource, self.namespace, self.name) is None:
-                self.log.info("%s/%s and its pods are gone", self.namespace, self.name)
-                return True
-            time.sleep(2)
-        if self.wait_seconds:
+        if not self.wait_seconds:
+            return True
+        remaining = self.hook.wait_gone(
+            self.namespace,
+            [(resource, self.name)],
+            [f"{well_known.JOBSET_NAME}={self.name}"],
+            timeout=self.wait_seconds,
+        )
+        if remaining:
             self.log.warning("%s/%s: pods still terminating after %.0fs", self.namespace, self.name, self.wait_seconds)
+        else:
+            self.log.info("%s/%s and its pods are gone", self.namespace, self.name)
         return True

@@ -6,11 +6,14 @@ the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOp
 same work into Airflow setup and teardown tasks, for DAGs that do their own work against the
 server in between.
 
-What is run comes from the pure :mod:`pathways_airflow.spec.serving`; how the cluster is read is
-the pure functions at the top of this module; the operators only fetch, ask and act. Waiting is
-synchronous polling in the worker (``deferrable`` is accepted only as ``False``): the task owns a
-TPU slice for its whole life, and the guarantee that matters — nothing leaks — is simplest to keep
-when one process holds the objects from creation to deletion.
+What is run comes from the pure :mod:`pathways_airflow.spec.serving` and
+:mod:`pathways_airflow.spec.benchmark`; how the cluster is read is
+the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`; the
+operators only fetch, ask and act. The server's start-up is waited for in the worker (it ends with
+a health check through the API server's service proxy, and a crash is read from the container's
+log). A deferrable benchmark then waits for its Job in the triggerer (``BatchJobTrigger``), which
+deletes the Job and the server if the task is killed meanwhile; ``execute_complete`` reads the
+result and deletes them otherwise.
 
 Before a slice is requested, the checkpoint is checked to be committed and the results bucket to
 exist: either mistake would otherwise be found after a restore of up to 20 minutes.
@@ -18,17 +21,18 @@ exist: either mistake would otherwise be found after a restore of up to 20 minut
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from airflow.sdk import BaseOperator
 
 from pathways_airflow import well_known
-from pathways_airflow.spec.arguments import looks_templated
+from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.exceptions import (
@@ -39,10 +43,26 @@ from pathways_airflow.exceptions import (
     UserCodeError,
     WorkloadDeletedError,
 )
+from pathways_airflow.hooks.storage import (
+    bucket_exists_if_permitted,
+    object_exists_if_permitted,
+    read_object,
+    storage_client,
+)
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
-from pathways_airflow.state.outcome import failed_job_exception
+from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
+from pathways_airflow.state.serving import (
+    ServerProgress,
+    benchmark_failed,
+    first_crash,
+    pod_selectors,
+    quoted_log,
+    server_crashed,
+    server_progress,
+    server_timed_out,
+)
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import (
     MANAGED_BY_LABEL,
@@ -50,11 +70,20 @@ from pathways_airflow.spec.names import (
     TASK_KEY_LABEL,
     TaskIdentity,
     check_name_prefix,
-    is_dns1123_label,
 )
-from pathways_airflow.spec.serving import (
+from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
     DEFAULT_BENCHMARK_SCRIPT,
+    TASK_LIMIT,
+    BenchmarkRun,
+    benchmark_metrics,
+    build_benchmark,
+    job_deadline,
+    render_benchmark_job,
+    result_object_uri,
+    results_uri_problem,
+)
+from pathways_airflow.spec.serving import (
     DEFAULT_CONFIG,
     DEFAULT_HTTP_IMAGE,
     DEFAULT_SERVER_IMAGE,
@@ -63,157 +92,27 @@ from pathways_airflow.spec.serving import (
     HEALTH_PATH,
     HTTP_PORT,
     SERVER_CONTAINER,
-    BenchmarkRun,
     JetStreamServer,
     ServingNames,
-    benchmark_metrics,
-    build_benchmark,
     build_server,
     names_for,
-    render_benchmark_job,
     render_leaderworkerset,
     render_service,
-    result_object_uri,
-    results_uri_problem,
     serving_names,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-JOB_DEADLINE_GRACE = 300
-"""Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
 NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
 """``/healthcheck`` answers 500 while JetStream loads; the proxy answers 503 while no pod serves."""
 
 
-# --- pure: reading the server and the benchmark ----------------------------------------------
-
-
-def condition_true(obj: Mapping[str, Any] | None, condition: str) -> bool:
-    return any(
-        c.get("type") == condition and c.get("status") == "True"
-        for c in ((obj or {}).get("status") or {}).get("conditions") or ()
-    )
-
-
-@dataclass(frozen=True)
-class ContainerExit:
-    """A container that ended with a non-zero code (``restarted``: it was then started again)."""
-
-    pod: str
-    container: str
-    exit_code: int
-    reason: str = ""
-    restarted: bool = False
-
-
-def crashed_container(pod: Mapping[str, Any], container: str) -> ContainerExit | None:
-    """``container`` of ``pod`` if it exited non-zero, now or before its last restart."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if status.get("name") != container:
-            continue
-        for key, restarted in (("state", False), ("lastState", True)):
-            ended = (status.get(key) or {}).get("terminated") or {}
-            code = ended.get("exitCode")
-            if isinstance(code, int) and code != 0:
-                return ContainerExit(
-                    pod["metadata"]["name"], container, code, ended.get("reason", ""), restarted
-                )
-    return None
-
-
-@dataclass(frozen=True)
-class ServerProgress:
-    """Where a JetStream server's start-up stands, from its LeaderWorkerSet and pods."""
-
-    available: bool
-    leader: str | None
-    leader_uid: str | None
-    crash: ContainerExit | None
-    summary: str
-
-
-def _pod_state(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status") or {}
-    if pod["metadata"].get("deletionTimestamp"):
-        return "terminating"
-    phase = status.get("phase", "Pending")
-    if phase == "Pending":
-        unscheduled = next(
-            (
-                c
-                for c in status.get("conditions") or ()
-                if c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            None,
-        )
-        if unscheduled:
-            return f"unschedulable ({unscheduled.get('message') or unscheduled.get('reason', '')})".strip()
-    return phase.lower()
-
-
-def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]) -> ServerProgress:
-    """Is the server's group Available, who leads it, and did the JetStream container crash?
-
-    Only ``jax-tpu`` crashes count: a JetStream server that exits during start-up (a bad setting,
-    an unreadable checkpoint) exits again every time LWS recreates its group, so waiting on it
-    only holds the slice. A pod stopped by the platform (``DisruptionTarget``: maintenance,
-    preemption) did not crash: LWS recreates its group and the wait goes on.
-    """
-    if lws is None:
-        return ServerProgress(False, None, None, None, "the LeaderWorkerSet is gone")
-    size = int(((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
-    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    leader = next(
-        (p for p in live if (p["metadata"].get("labels") or {}).get(well_known.LWS_WORKER_INDEX) == "0"), None
-    )
-    disrupted = leader is not None and condition_true(leader, "DisruptionTarget")
-    crash = crashed_container(leader, SERVER_CONTAINER) if leader and not disrupted else None
-    running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
-    ready = sum(1 for p in live if condition_true(p, "Ready"))
-    if condition_true(lws, "Available"):
-        summary = f"all {size} pods ready (LeaderWorkerSet Available)"
-    elif leader is None:
-        summary = f"waiting for the leader pod ({len(live)}/{size} pods exist)"
-    else:
-        state = f"leader {leader['metadata']['name']} {_pod_state(leader)}"
-        summary = f"{running}/{size} pods running, {ready} ready; {state}"
-    return ServerProgress(
-        available=condition_true(lws, "Available"),
-        leader=leader["metadata"]["name"] if leader else None,
-        leader_uid=leader["metadata"].get("uid") if leader else None,
-        crash=crash,
-        summary=summary,
-    )
-
-
-def job_outcome(job: Mapping[str, Any] | None) -> str:
-    """``"running"``, ``"succeeded"``, ``"failed"`` or ``"gone"`` for a ``batch/v1`` Job.
-
-    Unlike ``triggers.job.job_outcome``, the success and failure targets count as ends: the
-    benchmark's result is read from GCS, not from the pods, so there is nothing to wait for.
-    """
-    if job is None:
-        return "gone"
-    if condition_true(job, "Complete") or condition_true(job, "SuccessCriteriaMet"):
-        return "succeeded"
-    if condition_true(job, "Failed") or condition_true(job, "FailureTarget"):
-        return "failed"
-    return "running"
-
-
-def job_failure_reason(job: Mapping[str, Any]) -> str:
-    for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
-            return f"{condition.get('reason', 'Failed')}: {condition.get('message', '')}".rstrip(": ")
-    return "Failed"
+# --- pure: where the task's objects go ------------------------------------------------------------
 
 
 def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:
-    problems = []
-    if not isinstance(namespace, str) or not is_dns1123_label(namespace):
-        problems.append(SpecProblem("namespace", namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+    problems = list(filter(None, [namespace_problem(namespace)]))
     try:
         check_name_prefix(name_prefix)
     except InvalidWorkloadSpec as error:
@@ -411,47 +310,40 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         return adoption.obj
 
     def _preflight(self, server: JetStreamServer, results_uri: str | None = None) -> None:
-        """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket."""
-        from google.api_core.exceptions import Forbidden, NotFound
+        """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket.
 
-        client = self._storage_client()
-        if self.verify_checkpoint:
-            step_dir = step_dir_of(server.load_parameters_path)
-            marker = commit_marker_uri(step_dir)
-            bucket, name = split_gcs_uri(marker)
-            try:
-                committed = client.bucket(bucket).blob(name).exists()
-            except Forbidden:
-                self.log.warning(
-                    "cannot read %s (permission denied); not checking that the checkpoint is committed",
-                    marker,
-                )
-                committed = True
-            if not committed:
-                raise BadSpecError(
-                    f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
-                    "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
-                    "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
-                    "Orbax's marker."
-                )
-        if results_uri is not None:
-            bucket, _ = split_gcs_uri(results_uri)
-            try:
-                next(iter(client.list_blobs(bucket, max_results=1)), None)
-            except NotFound:
-                raise BadSpecError(
-                    f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
-                    f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
-                ) from None
-            except Forbidden:
-                self.log.warning(
-                    "cannot list gs://%s (permission denied); not checking that it exists", bucket
-                )
-
-    def _storage_client(self) -> Any:
-        from airflow.providers.google.cloud.hooks.gcs import GCSHook
-
-        return GCSHook(gcp_conn_id=self.gcp_conn_id).get_conn()
+        Only what is known to be missing refuses; a look the Google connection is not permitted
+        to make is warned about and skipped (the server's own identity may read what it cannot).
+        """
+        client = storage_client(self.gcp_conn_id)
+        try:
+            if self.verify_checkpoint:
+                marker = commit_marker_uri(step_dir_of(server.load_parameters_path))
+                committed = object_exists_if_permitted(client, marker)
+                if committed is None:
+                    self.log.warning(
+                        "cannot read %s (permission denied); not checking that the checkpoint is committed",
+                        marker,
+                    )
+                elif not committed:
+                    raise BadSpecError(
+                        f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
+                        "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
+                        "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
+                        "Orbax's marker."
+                    )
+            if results_uri is not None:
+                bucket, _ = split_gcs_uri(results_uri)
+                found = bucket_exists_if_permitted(client, bucket)
+                if found is None:
+                    self.log.warning("cannot list gs://%s (permission denied); not checking that it exists", bucket)
+                elif not found:
+                    raise BadSpecError(
+                        f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
+                        f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
+                    )
+        finally:
+            client.close()
 
     def _deploy(self, context: Context, server: JetStreamServer, names: ServingNames) -> None:
         for manifest in self._server_objects(context, server, names):
@@ -500,13 +392,18 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
                         "%s: the group was recreated (%d leaders so far)", names.lws, len(seen["leaders"])
                     )
             if progress.crash is not None:
-                raise self._server_crashed(names, progress.crash)
+                crash = progress.crash
+                quoted = self._quoted(crash.pod, crash.container, previous=crash.restarted)
+                raise server_crashed(self.namespace, names.lws, crash, quoted)
             if progress.available and self._healthy(names):
                 return progress
             return None
 
         if self._wait(deadline, step) is None:
-            raise self._startup_timeout(names, server, seen["summary"], len(seen["leaders"]))
+            quoted = self._quoted(f"{names.lws}-0", SERVER_CONTAINER)
+            raise server_timed_out(
+                self.namespace, names.lws, server.startup_seconds, seen["summary"], len(seen["leaders"]), quoted
+            )
         self.log.info(
             "%s serves %s (after %.0fs)", names.service, server.model_name, time.monotonic() - started
         )
@@ -544,49 +441,11 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         except (HTTPError, OSError):
             return False
 
-    def _log_tail(self, pod: str, container: str) -> list[str]:
-        return self.hook.read_log_tail(self.namespace, pod, container)
-
-    def _previous_log_tail(self, pod: str, container: str) -> list[str]:
-        """The log of the run before the container's last restart (empty if there is none)."""
-        return self.hook.read_log_tail(self.namespace, pod, container, previous=True)
-
-    def _quoted(self, lines: list[str], pod: str, container: str) -> str:
-        if not lines:
-            where = " (see the Cloud Logging link of this cluster)" if self.cluster_name else ""
-            return f"The log of {pod}/{container} could not be read{where}."
-        return f"Last {len(lines)} log lines of {pod}/{container}:\n" + "\n".join(
-            f"  | {line}" for line in lines
-        )
-
-    def _server_crashed(self, names: ServingNames, crash: ContainerExit) -> Exception:
-        lines = (
-            self._previous_log_tail(crash.pod, crash.container) if crash.restarted else []
-        ) or self._log_tail(crash.pod, crash.container)
-        return UserCodeError(
-            f"the JetStream server of {self.namespace}/{names.lws} exited with code {crash.exit_code}"
-            f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
-            f"{self._quoted(lines, crash.pod, crash.container)}\n{self._kubectl_hint(names)}",
-            exit_code=crash.exit_code,
-        )
-
-    def _startup_timeout(
-        self, names: ServingNames, server: JetStreamServer, summary: str | None, leaders: int
-    ) -> Exception:
-        leader = f"{names.lws}-0"
-        lines = self._log_tail(leader, SERVER_CONTAINER)
-        recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
-        return InfrastructureError(
-            f"the JetStream server {self.namespace}/{names.lws} did not serve within startup_timeout="
-            f"{server.startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n"
-            f"{self._quoted(lines, leader, SERVER_CONTAINER)}\n{self._kubectl_hint(names)}"
-        )
-
-    def _kubectl_hint(self, names: ServingNames) -> str:
-        return (
-            f"Look further with: kubectl -n {self.namespace} describe leaderworkerset {names.lws}; "
-            f"kubectl -n {self.namespace} get pods -l {well_known.LWS_NAME}={names.lws}"
-        )
+    def _quoted(self, pod: str, container: str, *, previous: bool = False) -> str:
+        """The container's last log lines (of its run before the last restart with ``previous``, if any)."""
+        lines = self.hook.read_log_tail(self.namespace, pod, container, previous=True) if previous else []
+        lines = lines or self.hook.read_log_tail(self.namespace, pod, container)
+        return quoted_log(lines, pod, container, on_gke=bool(self.cluster_name))
 
     def _delete_created(self, *, wait: bool) -> None:
         """Delete every object this task created or adopted; with ``wait``, until their pods are gone.
@@ -611,27 +470,40 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
 
     def _wait_gone(self, objects: Sequence[tuple[Resource, str, str]]) -> None:
         """Until the objects and their pods are gone (the TPUs are free), at most ``cleanup_timeout``."""
-        selectors = [
-            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
-            for resource, _, name in objects
-            if resource in (LEADERWORKERSET, JOB)
-        ]
-        deadline = time.monotonic() + self.cleanup_timeout
-        remaining: list[str] = []
-        while True:
-            remaining = [f"{r.kind} {n}" for r, ns, n in objects if self.hook.get(r, ns, n) is not None]
-            for selector in selectors:
-                remaining += [
-                    f"pod {p['metadata']['name']}"
-                    for p in self.hook.list(POD, self.namespace, label_selector=selector)
-                ]
-            if not remaining or time.monotonic() >= deadline:
-                break
-            time.sleep(min(self.poll_interval, 2.0))
+        targets = [(resource, name) for resource, _, name in objects]
+        remaining = self.hook.wait_gone(
+            self.namespace,
+            targets,
+            pod_selectors(targets),
+            timeout=self.cleanup_timeout,
+            poll=min(self.poll_interval, 2.0),
+        )
         if remaining:
             self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
         else:
             self.log.info("deleted objects and their pods are gone")
+
+    @contextlib.contextmanager
+    def _torn_down(self, *, keep_on_success: bool = False) -> Iterator[None]:
+        """Delete what the task created when the block ends, and wait for the pods to go: always
+        after a failure, after success unless ``keep_on_success`` (a setup task's server). Not when
+        the task defers: the trigger then holds the objects until ``execute_complete``."""
+        self._deferring = False
+        succeeded = False
+        try:
+            yield
+            succeeded = True
+        finally:
+            if self._deferring or (succeeded and keep_on_success):
+                with self._lock:
+                    self._created = []
+            else:
+                try:
+                    self._delete_created(wait=True)
+                except Exception:
+                    if succeeded:
+                        raise
+                    self.log.exception("cleanup after the failure did not finish")
 
     def on_kill(self) -> None:
         """The task was killed or timed out: stop waiting and delete what it created."""
@@ -676,7 +548,9 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
     :param startup_timeout: seconds to wait for the server (scheduling, restore, warm-up);
         default 1800, sized for a 405B restore. :param benchmark_timeout: seconds for the Job.
     :param verify_checkpoint: check ``<step>/commit_success.txt`` before requesting a slice.
-    :param deferrable: only ``False``: the operator polls in the worker.
+    :param deferrable: wait for the benchmark Job in the triggerer (default: ``[operators]
+        default_deferrable``). The server's start-up is waited for in the worker either way: it
+        ends with a health check through the service proxy, and a crash must be read from logs.
     :param poll_interval: seconds between looks; :param cleanup_timeout: seconds to wait for the
         deleted pods to go.
     """
@@ -717,7 +591,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         benchmark_script: str = DEFAULT_BENCHMARK_SCRIPT,
         benchmark_env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         benchmark_timeout: int | str = 3600,
-        deferrable: bool = False,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -756,15 +630,8 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
 
     def _problems(self, only_known: bool) -> list[SpecProblem]:
         problems = super()._problems(only_known)
-        if self.deferrable is not False:
-            problems.append(
-                SpecProblem(
-                    "deferrable",
-                    self.deferrable,
-                    "this operator waits in the worker; only False is supported",
-                    ("False",),
-                )
-            )
+        if not isinstance(self.deferrable, bool):
+            problems.append(SpecProblem("deferrable", self.deferrable, "must be True or False", ("True", "False")))
         fields = (
             "model_name",
             "dataset",
@@ -818,24 +685,55 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         server, run, names = self.server(), self.benchmark(), self.names(context)
         result_uri = self.result_uri(names)
         self._preflight(server, result_uri)
-        succeeded = False
-        try:
+        with self._torn_down():
             self._deploy(context, server, names)
             self._wait_until_serving(names, server)
-            metrics = self._run_benchmark(context, run, names, result_uri)
-            succeeded = True
-            return metrics
-        finally:
-            try:
-                self._delete_created(wait=True)
-            except Exception:
-                if succeeded:
-                    raise
-                self.log.exception("cleanup after the failure did not finish")
+            self._start_benchmark(context, run, names, result_uri)
+            deadline, limit = self._job_deadline(context, run)
+            if self.deferrable:
+                from pathways_airflow.triggers.job import BatchJobTrigger
 
-    def _run_benchmark(
-        self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str
+                self._deferring = True
+                self.defer(
+                    trigger=BatchJobTrigger(
+                        name=names.job,
+                        namespace=self.namespace,
+                        target=self.hook.resolved_target().to_dict(),
+                        poll_interval=self.poll_interval,
+                        deadline=deadline,
+                        also_delete=[
+                            {"kind": LEADERWORKERSET.kind, "name": names.lws},
+                            {"kind": SERVICE.kind, "name": names.service},
+                        ],
+                    ),
+                    method_name="execute_complete",
+                    kwargs={"limit": limit},
+                )
+            return self._benchmark_result(self._wait_here(names, deadline), names, result_uri, limit)
+
+    def execute_complete(
+        self, context: Context, event: dict[str, Any] | None = None, limit: str = ""
     ) -> dict[str, Any]:
+        """Read how the benchmark Job ended and its result, then delete the server and the Job."""
+        if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
+            return self.execute(context)
+        names = self.names(context)
+        with self._lock:
+            self._created = [
+                (LEADERWORKERSET, self.namespace, names.lws),
+                (SERVICE, self.namespace, names.service),
+                (JOB, self.namespace, names.job),
+            ]
+        with self._torn_down():
+            return self._benchmark_result(event, names, self.result_uri(names), limit)
+
+    def _job_deadline(self, context: Context, run: BenchmarkRun) -> tuple[float, str]:
+        start = getattr(context["ti"], "start_date", None)
+        task = (start + self.execution_timeout).timestamp() if self.execution_timeout and start else None
+        return job_deadline(time.time(), run.timeout_seconds, task, f"{TASK_LIMIT} ({self.execution_timeout})")
+
+    def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str) -> None:
+        """Create the Job, or adopt this task's running or finished one; replace a failed one."""
         labels, annotations = self._labels(context)
         manifest = render_benchmark_job(
             run,
@@ -846,13 +744,19 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             labels=labels,
             annotations=annotations,
         )
-        job = self._create(manifest, context)
-        if job_outcome(job) == "failed":
-            self.log.info(
-                "%s already exists and has failed (an earlier try of this task); running it again", names.job
-            )
-            self._delete_created_job(names)
-            job = self._create(manifest, context)
+        stale = job_outcome(self._create(manifest, context))
+        if stale.status in (FAILED, GONE):
+            self.log.info("%s from an earlier try of this task is %s; running it again", names.job, stale.summary())
+            self.hook.delete(JOB, self.namespace, names.job)
+            with self._lock:
+                self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
+            if self.hook.wait_gone(
+                self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=min(self.poll_interval, 1.0)
+            ):
+                raise InfrastructureError(
+                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try is still being deleted"
+                )
+            self._create(manifest, context)
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
             names.service,
@@ -861,82 +765,57 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             run.request_rate,
             run.max_output_length,
         )
-        deadline = time.monotonic() + run.timeout_seconds + JOB_DEADLINE_GRACE
 
-        def finished() -> dict[str, Any] | None:
-            current = self.hook.get(JOB, self.namespace, names.job)
-            if job_outcome(current) == "gone":
-                raise WorkloadDeletedError(
-                    f"benchmark Job {self.namespace}/{names.job} was deleted while it ran"
-                )
-            return current if job_outcome(current) != "running" else None
+    def _wait_here(self, names: ServingNames, deadline: float) -> dict[str, Any]:
+        """Wait in the worker with the trigger's own reading of the Job; the same events."""
 
-        done = self._wait(deadline, finished)
+        def finished() -> JobOutcome | None:
+            outcome = job_outcome(self.hook.get(JOB, self.namespace, names.job))
+            return outcome if outcome.finished else None
+
+        done = self._wait(time.monotonic() + max(0.0, deadline - time.time()), finished)
         if done is None:
-            raise InfrastructureError(
-                f"benchmark Job {self.namespace}/{names.job} did not finish within "
-                f"{run.timeout_seconds + JOB_DEADLINE_GRACE}s"
-            )
+            return {"status": "timeout", "name": names.job, "namespace": self.namespace, "deleted": False}
+        return done.to_event(names.job, self.namespace)
+
+    def _benchmark_result(
+        self, event: Mapping[str, Any], names: ServingNames, result_uri: str, limit: str
+    ) -> dict[str, Any]:
+        """The metrics of a Job that completed; the failure's exception for any other end."""
+        status, where = event.get("status"), f"benchmark Job {self.namespace}/{names.job}"
+        if status == "timeout":
+            error = AirflowTaskTimeout if limit.startswith(TASK_LIMIT) else InfrastructureError
+            raise error(f"{where} did not finish within {limit or 'its deadline'}")
+        if status == "error":
+            raise KubernetesApiError(f"lost track of {where}: {event.get('message')}")
+        if status == GONE:
+            raise WorkloadDeletedError(f"{where} was deleted while it ran")
         pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
-        if job_outcome(done) == "failed":
-            raise self._benchmark_failed(done, pods, names)
+        if status == FAILED:
+            crash = first_crash(pods, BENCHMARK_CONTAINER)
+            disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
+            quoted = self._quoted(crash.pod, crash.container) if crash else ""
+            raise benchmark_failed(self.namespace, names.job, JobOutcome.from_event(event), crash, disruption, quoted)
+        if status != COMPLETE:
+            raise KubernetesApiError(f"{where}: unexpected event {dict(event)!r}")
         for pod in pods:
-            lines = self._log_tail(pod["metadata"]["name"], BENCHMARK_CONTAINER)
+            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], BENCHMARK_CONTAINER)
             if lines:
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
         return {**self._read_result(result_uri), "result_uri": result_uri}
 
-    def _delete_created_job(self, names: ServingNames) -> None:
-        self.hook.delete(JOB, self.namespace, names.job)
-        with self._lock:
-            self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
-        deadline = time.monotonic() + self.cleanup_timeout
-        while self.hook.get(JOB, self.namespace, names.job) is not None:
-            if time.monotonic() >= deadline:
-                raise InfrastructureError(
-                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try "
-                    "is still being deleted"
-                )
-            time.sleep(min(self.poll_interval, 1.0))
-
-    def _benchmark_failed(
-        self, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], names: ServingNames
-    ) -> Exception:
-        """The one failed-Job rule (``state.outcome``): a benchmark lost to preemption is retried,
-        a benchmark that crashed on its own is not."""
-        reason = job_failure_reason(job)
-        crash = next(
-            (c for c in (crashed_container(p, BENCHMARK_CONTAINER) for p in pods) if c is not None), None
-        )
-        disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
-        hint = f"Look further with: kubectl -n {self.namespace} describe job {names.job}"
-        if crash is None:
-            message = (
-                f"benchmark Job {self.namespace}/{names.job} failed ({reason}); "
-                f"no container exit code was recorded{f' ({disruption})' if disruption else ''}.\n{hint}"
-            )
-            return failed_job_exception(message, exit_code=None, disruption=disruption)
-        lines = self._log_tail(crash.pod, crash.container)
-        message = (
-            f"benchmark Job {self.namespace}/{names.job} failed ({reason}): "
-            f"container {crash.container} of pod {crash.pod} exited with code {crash.exit_code}"
-            f"{f' ({disruption})' if disruption else ''}.\n"
-            f"{self._quoted(lines, crash.pod, crash.container)}\n{hint}"
-        )
-        return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)
-
     def _read_result(self, result_uri: str) -> dict[str, Any]:
-        from google.api_core.exceptions import NotFound
-
-        bucket, name = split_gcs_uri(result_uri)
+        client = storage_client(self.gcp_conn_id)
         try:
-            data = self._storage_client().bucket(bucket).blob(name).download_as_bytes()
-        except NotFound:
+            data = read_object(client, result_uri)
+        finally:
+            client.close()
+        if data is None:
             raise UserCodeError(
                 f"the benchmark finished but {result_uri} does not exist: did benchmark_serving.py "
                 "write a *.json result (--save-result) and gsutil copy it?"
-            ) from None
+            )
         try:
             return benchmark_metrics(json.loads(data), source=result_uri)
         except ValueError as error:
@@ -963,17 +842,9 @@ class DeployInferenceServerOperator(_JetStreamServerOperator):
         self.validate()
         server, names = self.server(), self.names(context)
         self._preflight(server)
-        try:
+        with self._torn_down(keep_on_success=True):
             self._deploy(context, server, names)
             self._wait_until_serving(names, server)
-        except BaseException:
-            try:
-                self._delete_created(wait=True)
-            except Exception:
-                self.log.exception("cleanup after the failure did not finish")
-            raise
-        with self._lock:
-            self._created = []
         return {
             "name": names.lws,
             "service": names.service,
@@ -1039,8 +910,8 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
             isinstance(self.deploy_task_id, str) and self.deploy_task_id.strip()
         ):
             problems.append(SpecProblem("deploy_task_id", self.deploy_task_id, "must be the setup task's task_id"))
-        if not (only_known and looks_templated(self.namespace)) and not is_dns1123_label(self.namespace):
-            problems.append(SpecProblem("namespace", self.namespace, "must be a DNS label (≤ 63 of [a-z0-9-])"))
+        if not (only_known and looks_templated(self.namespace)):
+            problems.extend(filter(None, [namespace_problem(self.namespace)]))
         if self.server and not (only_known and looks_templated(self.server)):
             name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
             try:
@@ -1096,25 +967,9 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
         if not deleted:
             self.log.info("nothing to delete: the server is already gone")
             return deleted
-        selectors = [
-            f"{well_known.LWS_NAME}={name}" if resource is LEADERWORKERSET else f"{well_known.JOB_NAME}={name}"
-            for resource, name in targets
-            if resource in (LEADERWORKERSET, JOB)
-        ]
-        deadline = time.monotonic() + self.cleanup_timeout
-        remaining: list[str] = []
-        while True:
-            remaining = [
-                f"{r.kind}/{n}" for r, n in targets if self.hook.get(r, self.namespace, n) is not None
-            ]
-            remaining += [
-                f"pod/{p['metadata']['name']}"
-                for s in selectors
-                for p in self.hook.list(POD, self.namespace, label_selector=s)
-            ]
-            if not remaining or time.monotonic() >= deadline:
-                break
-            time.sleep(1.0)
+        remaining = self.hook.wait_gone(
+            self.namespace, targets, pod_selectors(targets), timeout=self.cleanup_timeout, poll=1.0
+        )
         if remaining:
             self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
         else:
@@ -1126,6 +981,4 @@ __all__ = [
     "DeployInferenceServerOperator",
     "InferenceBenchmarkOperator",
     "TeardownInferenceServerOperator",
-    "job_outcome",
-    "server_progress",
 ]

@@ -1,5 +1,6 @@
-"""What to run for an inference benchmark: JetStream on Pathways as a LeaderWorkerSet, its Service,
-and a ``benchmark_serving.py`` Job. Pure: no I/O, no Airflow.
+"""What to serve for an inference benchmark: JetStream on Pathways as a LeaderWorkerSet and its
+Service, and the names of everything a task creates. Pure: no I/O, no Airflow. The benchmark Job
+and its result are :mod:`pathways_airflow.spec.benchmark`.
 
 The layout is the one in Google's multi-host JetStream-on-Pathways manifests
 (``leaderworkerset.x-k8s.io/v1``): one group per slice, whose leader pod runs ``pathways-proxy``
@@ -10,7 +11,7 @@ The layout is the one in Google's multi-host JetStream-on-Pathways manifests
 toleration), and the ``exclusive-topology`` annotation keeps one group per node pool.
 
 Everything a user gives is checked before anything is rendered (:func:`build_server`,
-:func:`build_benchmark`), with the field, the value and the valid choices, so a bad DAG fails at
+:func:`pathways_airflow.spec.benchmark.build_benchmark`), with the field, the value and the valid choices, so a bad DAG fails at
 parse time rather than after a TPU slice has been held for a 20-minute checkpoint restore.
 
 Names (:func:`serving_names`). The LeaderWorkerSet's name ``N`` is the provider's workload name
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +56,6 @@ from pathways_airflow.spec.workload import (
     EnvVar,
     is_dns_subdomain,
     env_vars_from,
-    optional_text,
     rendered_literal,
 )
 
@@ -74,42 +73,13 @@ HEALTH_PATH = "/healthcheck"
 
 SERVER_CONTAINER = "jax-tpu"
 HTTP_CONTAINER = "jetstream-http"
-BENCHMARK_CONTAINER = "benchmark"
 LEADER_CONTAINERS = ("pathways-proxy", "pathways-rm", SERVER_CONTAINER, HTTP_CONTAINER)
 
 DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
 DEFAULT_HTTP_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
 DEFAULT_CONFIG = "MaxText/configs/base.yml"
-DEFAULT_BENCHMARK_SCRIPT = "JetStream/benchmarks/benchmark_serving.py"
-"""Where JetStream's benchmark sits in the JetStream/MaxText images (``./JetStream`` in their workdir)."""
 DEFAULT_STARTUP_SECONDS = 1800
 """A 405B model restores in 7–20 minutes; 30 minutes covers it with room for scheduling."""
-
-DATASETS = ("test", "sharegpt", "openorca", "mmlu", "math500", "longcontext", "prefix_cache_test")
-"""``benchmark_serving.py --dataset`` choices (JetStream ``benchmarks/benchmark_serving.py``)."""
-DATASETS_WITHOUT_PATH = ("test",)
-"""``test`` generates mock requests; every other dataset is read from ``--dataset-path``."""
-
-METRIC_KEYS = (
-    "request_throughput",
-    "input_throughput",
-    "output_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_ttst_ms",
-    "median_ttst_ms",
-    "p99_ttst_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "completed",
-    "duration",
-)
-"""What the operator returns from the result JSON's ``metrics``; each must be there."""
-OPTIONAL_METRIC_KEYS = ("total_input_tokens", "total_output_tokens")
-METRIC_ALIASES = {"request_inthroughput": "request_throughput"}
-"""Older ``benchmark_serving.py`` releases misspelled ``request_throughput``."""
 
 MAX_SERVING_NAME = 50
 """Longest LeaderWorkerSet name whose derived names fit (see the module docstring)."""
@@ -118,7 +88,7 @@ JOB_SUFFIX = "-bench"
 RESERVED_SERVER_ARGS = ("load_parameters_path", "model_name")
 """MaxText settings the operator sets itself from ``checkpoint`` and ``model_name``."""
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
 _MAXTEXT_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)\Z", re.DOTALL)
 _TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -219,29 +189,6 @@ def checkpoint_items_uri(checkpoint: Any) -> str:
     return uri.rstrip("/")
 
 
-def result_object_uri(results_uri: str, name: str) -> str:
-    """The object the result JSON is copied to: ``results_uri`` itself if it names a ``.json``
-    object, else ``<results_uri>/<name>.json`` (one object per task instance, overwritten by retries)."""
-    problem = results_uri_problem(results_uri)
-    if problem:
-        raise InvalidWorkloadSpec([problem])
-    if results_uri.endswith(".json"):
-        return results_uri
-    return join(results_uri, f"{name}.json")
-
-
-def results_uri_problem(results_uri: Any) -> SpecProblem | None:
-    if not isinstance(results_uri, str) or not GCS_PATH.match(results_uri):
-        return SpecProblem(
-            "results_uri", results_uri, "must be a gs://BUCKET/PATH (a .json object or a directory)"
-        )
-    if any(c in results_uri for c in "*?[") or "\n" in results_uri:
-        return SpecProblem(
-            "results_uri", results_uri, "must name one object or directory (no wildcards or newlines)"
-        )
-    return None
-
-
 # --- the server ----------------------------------------------------------------------------------
 
 
@@ -301,7 +248,7 @@ def build_server(
         items = checkpoint_items_uri(checkpoint)
     except InvalidWorkloadSpec as error:
         problems.extend(error.problems)
-    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
+    if not isinstance(model_name, str) or not MODEL_NAME.match(model_name):
         problems.append(
             SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
         )
@@ -333,9 +280,9 @@ def build_server(
             SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
         )
     # The startup probe's failureThreshold is startup_timeout / 10 (an int32).
-    startup = _positive_int(problems, "startup_timeout", startup_seconds, maximum=MAX_INT32)
+    startup = positive_int(problems, "startup_timeout", startup_seconds, maximum=MAX_INT32)
     selector = _node_selector(problems, node_selector)
-    _service_account(problems, service_account_name)
+    service_account_problems(problems, service_account_name)
     raise_if_any(problems)
     assert shape is not None and items is not None and startup is not None
     return JetStreamServer(
@@ -391,7 +338,7 @@ def _server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
     return tuple(args)
 
 
-def _service_account(problems: list[SpecProblem], value: Any) -> None:
+def service_account_problems(problems: list[SpecProblem], value: Any) -> None:
     if value is not None and not (isinstance(value, str) and is_dns_subdomain(value)):
         problems.append(
             SpecProblem(
@@ -400,7 +347,7 @@ def _service_account(problems: list[SpecProblem], value: Any) -> None:
         )
 
 
-def _positive_int(problems: list[SpecProblem], name: str, value: Any, *, maximum: int | None = None) -> int | None:
+def positive_int(problems: list[SpecProblem], name: str, value: Any, *, maximum: int | None = None) -> int | None:
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
@@ -543,7 +490,7 @@ def _worker_container(server: JetStreamServer) -> dict[str, Any]:
     }
 
 
-def _metadata(
+def object_metadata(
     name: str, namespace: str, labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
@@ -572,7 +519,7 @@ def render_leaderworkerset(
     return {
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
-        "metadata": _metadata(
+        "metadata": object_metadata(
             name, namespace, labels, {**(annotations or {}), well_known.LWS_EXCLUSIVE_TOPOLOGY: well_known.NODEPOOL}
         ),
         "spec": {
@@ -617,7 +564,7 @@ def render_service(
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(name, namespace, labels, annotations),
+        "metadata": object_metadata(name, namespace, labels, annotations),
         "spec": {
             "selector": service_selector(lws_name),
             "ports": [
@@ -628,295 +575,15 @@ def render_service(
     }
 
 
-# --- the benchmark -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BenchmarkRun:
-    """A valid ``benchmark_serving.py`` run; built by :func:`build_benchmark`."""
-
-    model_name: str
-    dataset: str
-    num_prompts: int
-    request_rate: float
-    max_output_length: int
-    dataset_path: str | None = None
-    tokenizer: str | None = None
-    extra_args: tuple[str, ...] = ()
-    image: str = DEFAULT_SERVER_IMAGE
-    script: str = DEFAULT_BENCHMARK_SCRIPT
-    env: tuple[EnvVar, ...] = ()
-    image_pull_policy: str = "Always"
-    timeout_seconds: int = 3600
-    service_account_name: str | None = None
-
-    def arguments(self, server: str) -> list[str]:
-        """``benchmark_serving.py``'s argv (unquoted) against ``server``'s gRPC port."""
-        argv = [
-            "python3",
-            self.script,
-            "--server",
-            server,
-            "--port",
-            str(GRPC_PORT),
-            "--model",
-            self.model_name,
-            "--dataset",
-            self.dataset,
-        ]
-        if self.dataset_path:
-            argv += ["--dataset-path", self.dataset_path]
-        if self.tokenizer:
-            argv += ["--tokenizer", self.tokenizer]
-        argv += [
-            "--num-prompts",
-            str(self.num_prompts),
-            "--request-rate",
-            "inf" if math.isinf(self.request_rate) else repr(self.request_rate),
-            "--max-output-length",
-            str(self.max_output_length),
-            *self.extra_args,
-            "--save-result",
-        ]
-        return argv
-
-
-def build_benchmark(
-    *,
-    model_name: Any,
-    dataset: Any,
-    num_prompts: Any,
-    request_rate: Any,
-    max_output_length: Any,
-    dataset_path: Any = None,
-    tokenizer: Any = None,
-    extra_args: Any = None,
-    image: Any = DEFAULT_SERVER_IMAGE,
-    script: Any = DEFAULT_BENCHMARK_SCRIPT,
-    env: Any = None,
-    image_pull_policy: Any = "Always",
-    timeout_seconds: Any = 3600,
-    service_account_name: Any = None,
-) -> BenchmarkRun:
-    """Check the benchmark's settings and return the run, or raise one error listing every problem."""
-    problems: list[SpecProblem] = []
-    dataset_path, tokenizer = optional_text(dataset_path), optional_text(tokenizer)
-    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
-        problems.append(
-            SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
-        )
-    if dataset not in DATASETS:
-        problems.append(SpecProblem("dataset", dataset, "not a benchmark_serving.py dataset", DATASETS))
-    elif dataset not in DATASETS_WITHOUT_PATH and not dataset_path:
-        problems.append(
-            SpecProblem(
-                "dataset_path", dataset_path, f"dataset={dataset!r} is read from a file: set dataset_path"
-            )
-        )
-    for name, value in (("dataset_path", dataset_path), ("tokenizer", tokenizer)):
-        if value is not None and (not isinstance(value, str) or not value.strip() or has_control_characters(value)):
-            problems.append(SpecProblem(name, value, "must be a non-empty string without control characters"))
-    prompts = _positive_int(problems, "num_prompts", num_prompts)
-    output_length = _positive_int(problems, "max_output_length", max_output_length)
-    rate = _request_rate(problems, request_rate)
-    extra = _extra_benchmark_args(problems, extra_args)
-    if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
-        problems.append(
-            SpecProblem("benchmark_image", image, "must be a non-empty container image reference")
-        )
-    if not isinstance(script, str) or not script.strip() or has_control_characters(script):
-        problems.append(
-            SpecProblem(
-                "benchmark_script", script, "must be the path of benchmark_serving.py in benchmark_image"
-            )
-        )
-    env_vars = env_vars_from(problems, "benchmark_env", env)
-    if image_pull_policy not in IMAGE_PULL_POLICIES:
-        problems.append(
-            SpecProblem("image_pull_policy", image_pull_policy, "unknown policy", IMAGE_PULL_POLICIES)
-        )
-    timeout = _positive_int(problems, "benchmark_timeout", timeout_seconds, maximum=MAX_INT32)
-    _service_account(problems, service_account_name)
-    raise_if_any(problems)
-    assert prompts is not None and output_length is not None and rate is not None and timeout is not None
-    return BenchmarkRun(
-        model_name=model_name,
-        dataset=dataset,
-        num_prompts=prompts,
-        request_rate=rate,
-        max_output_length=output_length,
-        dataset_path=dataset_path,
-        tokenizer=tokenizer,
-        extra_args=extra,
-        image=image,
-        script=script,
-        env=env_vars,
-        image_pull_policy=image_pull_policy,
-        timeout_seconds=timeout,
-        service_account_name=service_account_name,
-    )
-
-
-def _request_rate(problems: list[SpecProblem], value: Any) -> float | None:
-    """Requests per second (Poisson arrivals), or ``inf``: every request at once."""
-    rate: float | None = None
-    try:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            rate = float(value)
-        elif isinstance(value, str) and len(value) <= 100:
-            rate = float(value.strip())
-    except (ValueError, OverflowError):  # not a number, or an int beyond any float
-        rate = None
-    if rate is None or math.isnan(rate) or rate <= 0:
-        problems.append(
-            SpecProblem("request_rate", value, "must be a number of requests per second > 0, or 'inf'")
-        )
-        return None
-    return rate
-
-
-def has_control_characters(text: str) -> bool:
-    """NUL, newlines, carriage returns, escapes...: nothing a path or an argument needs, and what
-    a shell script line or a terminal would read differently from the value given."""
-    return any(ord(c) < 32 or ord(c) == 127 for c in text)
-
-
-def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        problems.append(
-            SpecProblem(
-                "benchmark_args", value, "must be a list of strings, e.g. ['--warmup-mode', 'sampled']"
-            )
-        )
-        return ()
-    bad = [item for item in value if not isinstance(item, str)]
-    if bad:
-        problems.append(SpecProblem("benchmark_args", bad[0], "every item must be a string"))
-        return ()
-    if any(has_control_characters(item) for item in value):
-        problems.append(SpecProblem("benchmark_args", value, "control characters cannot be passed through the shell script"))
-        return ()
-    owned = {
-        "--server",
-        "--port",
-        "--save-result",
-        "--num-prompts",
-        "--request-rate",
-        "--max-output-length",
-        "--dataset",
-        "--model",
-    }
-    clashes = [item for item in value if item.split("=", 1)[0] in owned]
-    if clashes:
-        problems.append(
-            SpecProblem(
-                "benchmark_args", clashes[0], "is set by the operator's own parameters", sorted(owned)
-            )
-        )
-    return tuple(value)
-
-
-def benchmark_script(run: BenchmarkRun, *, server: str, result_uri: str) -> str:
-    """The ``bash -c`` script: run the benchmark, then copy its result JSON to ``result_uri``.
-
-    Every word that comes from a user is quoted with ``shlex.quote``; only the ``*.json`` glob is
-    left for the shell to expand.
-    """
-    problem = results_uri_problem(result_uri)
-    if problem:
-        raise InvalidWorkloadSpec([problem])
-    benchmark = " ".join(shlex.quote(word) for word in run.arguments(server))
-    return f"{benchmark} && gsutil cp *.json {shlex.quote(result_uri)}"
-
-
-def render_benchmark_job(
-    run: BenchmarkRun,
-    *,
-    name: str,
-    namespace: str,
-    service: str,
-    result_uri: str,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A ``batch/v1`` Job that benchmarks ``service`` once (no retries: a rerun would double the load
-    on the server and measure something else) and copies the result JSON to ``result_uri``."""
-    if not is_dns_label(name):
-        raise InvalidWorkloadSpec([SpecProblem("job", name, "must be a DNS-1035 label (≤ 63 [a-z0-9-])")])
-    container: dict[str, Any] = {
-        "name": BENCHMARK_CONTAINER,
-        "image": run.image,
-        "imagePullPolicy": run.image_pull_policy,
-        "command": ["bash", "-c"],
-        "args": [benchmark_script(run, server=service, result_uri=result_uri)],
-    }
-    if run.env:
-        container["env"] = [dict(e) for e in run.env]
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if run.service_account_name:
-        pod_spec["serviceAccountName"] = run.service_account_name
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _metadata(name, namespace, labels, annotations),
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": run.timeout_seconds,
-            "template": {
-                **({"metadata": {"labels": dict(labels)}} if labels else {}),
-                "spec": pod_spec,
-            },
-        },
-    }
-
-
-# --- the result ----------------------------------------------------------------------------------
-
-
-def benchmark_metrics(result: Any, *, source: str = "the result JSON") -> dict[str, Any]:
-    """The metrics the operator returns, from ``benchmark_serving.py --save-result``'s JSON.
-
-    ``{"metrics": {...}, "dimensions": {...}}``; a flat object of metrics is accepted too. Every
-    key of :data:`METRIC_KEYS` must be present; the token totals are passed on when there.
-    """
-    metrics = result.get("metrics", result) if isinstance(result, Mapping) else None
-    if not isinstance(metrics, Mapping):
-        raise ValueError(f"{source}: expected a JSON object with 'metrics'; got {type(result).__name__}")
-    found = {METRIC_ALIASES.get(k, k): v for k, v in metrics.items()}
-    missing = [k for k in METRIC_KEYS if k not in found]
-    if missing:
-        raise ValueError(
-            f"{source}: missing metrics {', '.join(missing)}; it has {', '.join(sorted(metrics)) or 'none'}"
-        )
-    bad = [k for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found and not _is_number(found[k])]
-    if bad:
-        raise ValueError(f"{source}: metric {bad[0]}={found[bad[0]]!r} is not a number")
-    return {k: found[k] for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 __all__ = [
-    "DATASETS",
     "GRPC_PORT",
     "HTTP_PORT",
-    "METRIC_KEYS",
-    "BenchmarkRun",
     "JetStreamServer",
     "ServingNames",
-    "benchmark_metrics",
-    "benchmark_script",
-    "build_benchmark",
     "build_server",
     "checkpoint_items_uri",
     "names_for",
-    "render_benchmark_job",
     "render_leaderworkerset",
     "render_service",
-    "result_object_uri",
     "serving_names",
 ]

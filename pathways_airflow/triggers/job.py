@@ -1,101 +1,36 @@
 """``BatchJobTrigger``: wait in the triggerer until a Kubernetes batch/v1 Job has finished.
 
-Short, single-pod work (a checkpoint conversion) runs as a plain Job, not a Pathways workload:
-there are no slices to watch and no restarts to follow, so one ``GET`` of the Job every
-``poll_interval`` is all the waiting needs — no shared watch. The pure part,
-:func:`job_outcome`, reads the Job's terminal conditions; the operator's own wait in a worker
-uses the same function, so both paths decide alike.
+Short, single-pod work (a checkpoint conversion, an inference benchmark) runs as a plain Job,
+not a Pathways workload: there are no slices to watch and no restarts to follow, so one ``GET``
+of the Job every ``poll_interval`` is all the waiting needs — no shared watch. When the Job has
+finished is the pure :func:`pathways_airflow.state.jobs.job_outcome`; the operators' own waits in
+a worker use the same function, so every path decides alike.
 
 It never raises out of ``run()``: an API that keeps failing ends in one ``error`` event. When
 the task's ``execution_timeout`` passes, the Job is deleted here and a ``timeout`` event sent; a
-user killing the deferred task deletes the Job (``on_kill``). Either way no pod is left running.
+user killing the deferred task deletes the Job and the task's other objects named in
+``also_delete`` (``on_kill``: the benchmark's JetStream server). Either way no pod is left running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator
 
 from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import JOB
+from pathways_airflow.resources import BY_KIND, JOB
+from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, OUTCOMES, RUNNING, JobOutcome, job_outcome
 from pathways_airflow.triggers.kill import KillableTrigger
 
 DEFAULT_POLL_INTERVAL = 10.0
 MAX_CONSECUTIVE_FAILURES = 10
 ON_KILL_TIMEOUT = 30.0
 
-RUNNING = "running"
-COMPLETE = "complete"
-FAILED = "failed"
-GONE = "gone"
-OUTCOMES = (RUNNING, COMPLETE, FAILED, GONE)
-
-
-# --- pure: what a Job's status says ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """Where a Job stands: ``running``, ``complete``, ``failed`` or ``gone`` (deleted by someone)."""
-
-    status: str
-    reason: str = ""
-    message: str = ""
-    active: int = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.status != RUNNING
-
-    def summary(self) -> str:
-        """One line for the task log."""
-        if self.status == RUNNING:
-            return f"running ({self.active} active pod{'s' if self.active != 1 else ''})" if self.active else "pending"
-        detail = ": ".join(p for p in (self.reason, self.message) if p)
-        return f"{self.status} ({detail})" if detail else self.status
-
-    def to_event(self, name: str, namespace: str) -> dict[str, Any]:
-        """The event payload both waits hand to ``execute_complete``."""
-        return {
-            "status": self.status,
-            "name": name,
-            "namespace": namespace,
-            "reason": self.reason,
-            "message": self.message,
-        }
-
-
-def _true_condition(job: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    for item in (job.get("status") or {}).get("conditions") or ():
-        if item.get("type") == type_ and item.get("status") == "True":
-            return item
-    return None
-
-
-def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
-    """Read a Job as its controller left it.
-
-    Only the terminal conditions ``Complete`` and ``Failed`` end the wait: since Kubernetes 1.31
-    ``SuccessCriteriaMet`` and ``FailureTarget`` come first, while pods may still be terminating
-    and their logs still being written. A Job that is missing, or being deleted before it
-    finished, was removed by someone else: waiting longer would wait forever.
-    """
-    if job is None:
-        return JobOutcome(GONE, "NotFound", "the Job no longer exists")
-    complete = _true_condition(job, "Complete")
-    if complete is not None:
-        return JobOutcome(COMPLETE, complete.get("reason") or "", complete.get("message") or "")
-    failed = _true_condition(job, "Failed")
-    if failed is not None:
-        return JobOutcome(FAILED, failed.get("reason") or "", failed.get("message") or "")
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
-        return JobOutcome(GONE, "Deleting", "the Job is being deleted before it finished")
-    return JobOutcome(RUNNING, active=int((job.get("status") or {}).get("active") or 0))
-
+__all__ = ["BatchJobTrigger", "COMPLETE", "FAILED", "GONE", "OUTCOMES", "RUNNING", "JobOutcome", "job_outcome"]
+"""The trigger, and the Job-outcome names its events carry (defined in :mod:`pathways_airflow.state.jobs`)."""
 
 # --- the trigger ----------------------------------------------------------------------------------
 
@@ -106,6 +41,9 @@ class BatchJobTrigger(KillableTrigger):
     Events: ``{"status": "complete" | "failed" | "gone", "name", "namespace", "reason",
     "message"}``; ``{"status": "timeout", ..., "deleted": bool}`` after ``deadline`` (epoch
     seconds); ``{"status": "error", ..., "message"}`` when the API kept failing.
+
+    ``also_delete`` (``[{"kind": "LeaderWorkerSet", "name": ...}, ...]`` in ``namespace``) is
+    what the task created besides the Job; killing the deferred task deletes it too.
     """
 
     def __init__(
@@ -117,6 +55,7 @@ class BatchJobTrigger(KillableTrigger):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         deadline: float | None = None,
         max_failures: int = MAX_CONSECUTIVE_FAILURES,
+        also_delete: list[dict[str, str]] | None = None,
     ):
         super().__init__()
         self.name = name
@@ -125,6 +64,7 @@ class BatchJobTrigger(KillableTrigger):
         self.poll_interval = float(poll_interval)
         self.deadline = deadline
         self.max_failures = max_failures
+        self.also_delete = [dict(item) for item in also_delete or ()]
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -136,6 +76,7 @@ class BatchJobTrigger(KillableTrigger):
                 "poll_interval": self.poll_interval,
                 "deadline": self.deadline,
                 "max_failures": self.max_failures,
+                "also_delete": self.also_delete,
             },
         )
 
@@ -215,9 +156,25 @@ class BatchJobTrigger(KillableTrigger):
             await asyncio.sleep(self.poll_interval if remaining is None else max(0.0, min(self.poll_interval, remaining)))
 
     async def _delete(self, why: str) -> bool:
-        self.log.info("deleting Job %s/%s: %s", self.namespace, self.name, why)
-        return await self.hook.delete(JOB, self.namespace, self.name, propagation="Foreground")
+        return await self._delete_one({"kind": JOB.kind, "name": self.name}, why)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on."""
-        await asyncio.wait_for(self._delete("the task was killed while deferred"), timeout=ON_KILL_TIMEOUT)
+        """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on,
+        then delete the task's other objects (``also_delete``), each tried whatever the others did."""
+        await asyncio.wait_for(self._delete_all("the task was killed while deferred"), timeout=ON_KILL_TIMEOUT)
+
+    async def _delete_all(self, why: str) -> None:
+        failures = []
+        for item in [{"kind": JOB.kind, "name": self.name}, *self.also_delete]:
+            try:
+                await self._delete_one(item, why)
+            except Exception as error:  # one failure must not leave the others behind
+                failures.append(error)
+                self.log.error("deleting after the kill failed: %s: %s", type(error).__name__, error)
+        if failures:
+            raise failures[0]
+
+    async def _delete_one(self, item: dict[str, str], why: str) -> bool:
+        resource = BY_KIND[item["kind"]]
+        self.log.info("deleting %s %s/%s: %s", resource.kind, self.namespace, item["name"], why)
+        return await self.hook.delete(resource, self.namespace, item["name"], propagation="Foreground")

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from airflow.providers.common.compat.sdk import TaskDeferred
 
 from pathways_airflow.exceptions import BadSpecError, InfrastructureError, PathwaysError, UserCodeError
 from pathways_airflow.hooks.pathways import PathwaysHook
@@ -19,13 +20,15 @@ from pathways_airflow.operators import (
     InferenceBenchmarkOperator,
     TeardownInferenceServerOperator,
 )
-from pathways_airflow.resources import SERVICE
+from pathways_airflow.resources import JOB, SERVICE
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.spec.serving import METRIC_KEYS, serving_names
+from pathways_airflow.spec.benchmark import METRIC_KEYS
+from pathways_airflow.spec.serving import serving_names
 from tests.support.connections import connect
 from tests.support.gcs import gcs_bucket
 from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event, killed_after
 
 BUCKET = "pathways-demo"
 
@@ -310,6 +313,20 @@ def test_deploy_serves_a_retry_adopts_it_and_teardown_deletes_it(pathways_cluste
     assert teardown.execute({"ti": TaskInstance("serving", "teardown", "run-1")}) == []
 
 
+def test_a_deploy_whose_server_crashes_deletes_it_itself(pathways_cluster, checkpoint):
+    """A teardown task does not run after its setup failed, so the setup cleans up after itself."""
+    ti = TaskInstance("serving", "deploy_crashes", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    op = DeployInferenceServerOperator(
+        task_id="deploy_crashes", **server_params(checkpoint, env={"PATHWAYS_TESTING_TTFT_MS": "-5"})
+    )
+
+    with pytest.raises(UserCodeError, match="exited with code 1"):
+        op.execute({"ti": ti})
+
+    assert leftovers(pathways_cluster, identity) == []
+
+
 def test_teardown_by_name_never_deletes_what_pathways_airflow_did_not_create(pathways_cluster):
     hook = PathwaysHook()
     foreign = {
@@ -327,3 +344,98 @@ def test_teardown_by_name_never_deletes_what_pathways_airflow_did_not_create(pat
         assert pathways_cluster.get("v1", "Service", "someones-svc") is not None
     finally:
         hook.delete(SERVICE, "default", "someones-svc")
+
+
+# --- deferred: the benchmark Job is waited for in the triggerer ---------------------------------
+
+
+def deferred_benchmark(task_id: str, checkpoint, **overrides) -> tuple[InferenceBenchmarkOperator, TaskInstance, TaskDeferred]:
+    """A benchmark that served, started its Job and deferred, as the worker leaves it."""
+    op = benchmark(task_id, checkpoint, deferrable=True, **overrides)
+    ti = TaskInstance("serving", task_id, "run-1")
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({"ti": ti})
+    return op, ti, deferred.value
+
+
+def test_a_deferred_benchmark_resumes_from_the_triggers_event_and_leaves_nothing(pathways_cluster, checkpoint, bucket):
+    op, ti, deferred = deferred_benchmark("bench_deferred", checkpoint)
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    names = serving_names(identity)
+    assert deferred.trigger.name == names.job and deferred.method_name == "execute_complete"
+    assert {f"LeaderWorkerSet/{names.lws}", f"Service/{names.service}", f"Job/{names.job}"} <= set(
+        leftovers(pathways_cluster, identity)
+    )  # the server serves the Job while the task is deferred
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert event["status"] == "complete"
+    result = getattr(op, deferred.method_name)({"ti": ti}, event, **(deferred.kwargs or {}))
+    assert set(METRIC_KEYS) <= set(result) and result["completed"] == 6
+    assert result["result_uri"] == f"gs://{BUCKET}/inference-tests/results/{names.lws}.json"
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_a_deferred_benchmark_that_fails_raises_the_one_failed_job_rule_and_leaves_nothing(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_deferred_fails",
+        checkpoint,
+        benchmark_env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert (event["status"], event["reason"]) == ("failed", "BackoffLimitExceeded")
+    with pytest.raises(UserCodeError) as failure:
+        op.execute_complete({"ti": ti}, event, **(deferred.kwargs or {}))
+    assert failure.value.exit_code == 3
+    assert "| benchmark: exiting with code 3" in str(failure.value)
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_killing_the_deferred_benchmark_deletes_the_job_and_the_server(pathways_cluster, checkpoint):
+    _, ti, deferred = deferred_benchmark(
+        "bench_deferred_killed", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+
+    killed_after(deferred.trigger, 0.5)
+
+    eventually_nothing_left(pathways_cluster, identity)
+
+
+def test_a_deferred_benchmark_past_its_deadline_deletes_the_job_then_the_server(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_deferred_late", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    assert deferred.kwargs == {"limit": "3900s"}
+    deferred.trigger.deadline = time.time() + 0.5
+
+    event = first_event(deferred.trigger, timeout=30)
+
+    assert (event["status"], event["deleted"]) == ("timeout", True)
+    with pytest.raises(InfrastructureError, match="did not finish within 3900s"):
+        op.execute_complete({"ti": ti}, event, **deferred.kwargs)
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_a_task_left_deferred_and_run_again_reattaches_to_its_server_and_job(pathways_cluster, checkpoint):
+    op, ti, deferred = deferred_benchmark(
+        "bench_reattached", checkpoint, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"}
+    )
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    names = serving_names(identity)
+    hook = PathwaysHook()
+    job_uid = hook.get(JOB, "default", names.job)["metadata"]["uid"]
+    lws_uid = pathways_cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", names.lws)["metadata"]["uid"]
+
+    with pytest.raises(TaskDeferred) as again:
+        op.execute_complete({"ti": ti}, None)
+
+    assert again.value.trigger.name == names.job
+    assert hook.get(JOB, "default", names.job)["metadata"]["uid"] == job_uid
+    assert pathways_cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", names.lws)["metadata"]["uid"] == lws_uid
+    killed_after(again.value.trigger, 0.5)
+    eventually_nothing_left(pathways_cluster, identity)

@@ -47,7 +47,7 @@ STEADY = {
     "total_output_tokens": 24000,
     "result_uri": "gs://pathways-demo/bench/results/run.json",
 }
-"""What InferenceBenchmarkOperator returns (spec.serving.benchmark_metrics plus result_uri)."""
+"""What InferenceBenchmarkOperator returns (spec.benchmark.benchmark_metrics plus result_uri)."""
 
 
 @pytest.fixture(autouse=True)

@@ -40,7 +40,7 @@ from pathways_airflow.operators import (
 )
 from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
-from pathways_airflow.spec.serving import benchmark_script
+from pathways_airflow.spec.benchmark import benchmark_script
 from tests.support.crds import crd_dir
 
 SETTINGS = settings(

@@ -33,7 +33,8 @@ from pathways_airflow.spec import InvalidWorkloadSpec, TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow_testing.programs import program_name
 from pathways_airflow_testing.programs.conversion import ConversionPlan
-from pathways_airflow.triggers.job import BatchJobTrigger, job_outcome
+from pathways_airflow.state.jobs import job_outcome
+from pathways_airflow.triggers.job import BatchJobTrigger
 
 SOURCE = {"step": 10, "uri": "gs://ckpt/runs/train/checkpoints/10"}
 OUTPUT = "gs://serving/out"

@@ -5,34 +5,35 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from pathways_airflow.operators.inference import (
-    InferenceBenchmarkOperator,
-    crashed_container,
-    job_outcome,
-    server_progress,
-)
+from pathways_airflow.operators.inference import InferenceBenchmarkOperator
 from pathways_airflow.spec import MACHINE_TYPES, TaskIdentity
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
-from pathways_airflow.spec.serving import (
+from pathways_airflow.state.serving import crashed_container, server_progress
+from pathways_airflow.spec.benchmark import (
     DATASETS,
-    MAX_SERVING_NAME,
+    JOB_DEADLINE_GRACE,
     METRIC_KEYS,
     benchmark_metrics,
     benchmark_script,
     build_benchmark,
+    job_deadline,
+    render_benchmark_job,
+    result_object_uri,
+)
+from pathways_airflow.spec.serving import (
+    MAX_SERVING_NAME,
     build_server,
     checkpoint_items_uri,
     names_for,
-    render_benchmark_job,
     render_leaderworkerset,
     render_service,
-    result_object_uri,
     serving_names,
 )
 from pathways_airflow.spec.tpu import slice_shape, topologies_by_size
@@ -492,21 +493,6 @@ def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
     assert crashed_container(pod("s-0", "0", statuses=clean), "jax-tpu") is None
 
 
-@pytest.mark.parametrize(
-    "conditions, outcome",
-    [
-        ([], "running"),
-        ([{"type": "Complete", "status": "True"}], "succeeded"),
-        ([{"type": "FailureTarget", "status": "True"}], "failed"),
-        ([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}], "failed"),
-        ([{"type": "Failed", "status": "False"}], "running"),
-    ],
-)
-def test_job_outcome(conditions, outcome):
-    assert job_outcome({"status": {"conditions": conditions}}) == outcome
-    assert job_outcome(None) == "gone"
-
-
 # --- the operator's dry run ----------------------------------------------------------------------
 
 
@@ -533,8 +519,28 @@ def test_the_dry_run_renders_what_execute_applies(schema_validator):
 
 def test_bad_parameters_fail_at_parse_time_and_templates_wait_for_rendering():
     with pytest.raises(InvalidWorkloadSpec) as error:
-        operator(deferrable=True, topology="9x9", results_uri="/tmp/results")
+        operator(deferrable="yes", topology="9x9", results_uri="/tmp/results")
     assert set(error.value.fields) == {"deferrable", "topology", "results_uri"}
+    assert operator(deferrable=True).deferrable is True
     templated = operator(topology="{{ params.topology }}", num_prompts="{{ params.prompts }}")
     with pytest.raises(InvalidWorkloadSpec, match="topology='{{ params.topology }}'"):
         templated.render_manifests()
+
+
+@pytest.mark.parametrize("configured", ["True", "False"])
+def test_the_benchmark_defers_by_the_operators_default_deferrable_setting(configured, tmp_path):
+    code = (
+        "from pathways_airflow.operators import InferenceBenchmarkOperator as Op;"
+        "print(Op(task_id='b', checkpoint='gs://bkt/c/0/items', model_name='llama2-7b', tpu='v5e', topology='2x4',"
+        " pathways_dir='gs://bkt/p', num_prompts=1, request_rate=1, max_output_length=1, dataset='test',"
+        " results_uri='gs://bkt/r/').deferrable)"
+    )
+    env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured, "AIRFLOW_HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == configured
+
+
+def test_the_benchmark_wait_ends_after_the_jobs_own_deadline_or_the_tasks_whichever_is_first():
+    assert job_deadline(1000.0, 3600, None) == (1000.0 + 3600 + JOB_DEADLINE_GRACE, f"{3600 + JOB_DEADLINE_GRACE}s")
+    assert job_deadline(1000.0, 3600, 2000.0, "execution_timeout (0:16:40)") == (2000.0, "execution_timeout (0:16:40)")
+    assert job_deadline(1000.0, 60, 9000.0)[1] == f"{60 + JOB_DEADLINE_GRACE}s"

@@ -1,0 +1,78 @@
+"""Whether a Kubernetes ``batch/v1`` Job has finished, and how: the one rule for every Job we run. Pure.
+
+A checkpoint conversion and an inference benchmark are both plain Jobs, waited on in a worker or
+in the triggerer (:class:`pathways_airflow.triggers.job.BatchJobTrigger`); all of those waits read
+a Job with :func:`job_outcome`, so they end at the same moment and report the same cause.
+
+The rule follows kubernetes/api ``batch/v1/types.go`` (``JobStatus.Conditions`` and
+``JobConditionType``): a Job is finished when it has the terminal condition ``Complete`` or
+``Failed`` with status ``"True"``. ``SuccessCriteriaMet`` and ``FailureTarget`` are written first
+(Kubernetes 1.31+), while the Job's remaining pods are still being terminated; a wait that ended
+there would read pods whose exit codes and logs are not final yet, and would free the task while
+the Job's pods still hold their nodes. So they do not end the wait. A Job that is missing, or
+being deleted before it finished, was removed by someone else: waiting longer would wait forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pathways_airflow.state.conditions import true_condition
+
+RUNNING = "running"
+COMPLETE = "complete"
+FAILED = "failed"
+GONE = "gone"
+OUTCOMES = (RUNNING, COMPLETE, FAILED, GONE)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """Where a Job stands: ``running``, ``complete``, ``failed`` or ``gone`` (deleted by someone)."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+    active: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status != RUNNING
+
+    def summary(self) -> str:
+        """One line for the task log and for failure messages (``failed (Reason: message)``)."""
+        if self.status == RUNNING:
+            return f"running ({self.active} active pod{'s' if self.active != 1 else ''})" if self.active else "pending"
+        detail = ": ".join(p for p in (self.reason, self.message) if p)
+        return f"{self.status} ({detail})" if detail else self.status
+
+    def to_event(self, name: str, namespace: str) -> dict[str, Any]:
+        """The event payload both waits (worker and triggerer) hand to ``execute_complete``."""
+        return {
+            "status": self.status,
+            "name": name,
+            "namespace": namespace,
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> "JobOutcome":
+        """The outcome an event of :meth:`to_event` carries."""
+        return cls(str(event.get("status") or ""), event.get("reason") or "", event.get("message") or "")
+
+
+def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
+    """Read a Job as its controller left it (the module's rule: only ``Complete``/``Failed`` end it)."""
+    if job is None:
+        return JobOutcome(GONE, "NotFound", "the Job no longer exists")
+    complete = true_condition(job, "Complete")
+    if complete is not None:
+        return JobOutcome(COMPLETE, complete.get("reason") or "", complete.get("message") or "")
+    failed = true_condition(job, "Failed")
+    if failed is not None:
+        return JobOutcome(FAILED, failed.get("reason") or "", failed.get("message") or "")
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return JobOutcome(GONE, "Deleting", "the Job is being deleted before it finished")
+    return JobOutcome(RUNNING, active=int((job.get("status") or {}).get("active") or 0))

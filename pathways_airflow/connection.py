@@ -61,11 +61,6 @@ class ClusterConnectionMixin(metaclass=BaseOperatorMeta):
         self.impersonation_chain = impersonation_chain
         self.use_dns_endpoint = use_dns_endpoint
 
-    def set_cluster(self, **cluster: Any) -> None:
-        """Set the cluster parameters after ``__init__`` (for classes that still declare them)."""
-        for name, value in cluster.items():
-            setattr(self, name, value)
-
     def cluster_target(self) -> ClusterTarget:
         from pathways_airflow.hooks.pathways import ClusterTarget
 

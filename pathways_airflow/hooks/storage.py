@@ -40,9 +40,8 @@ def object_exists_if_permitted(client: Any, uri: str) -> bool | None:
     """Whether the ``gs://`` object ``uri`` exists; ``None`` when the connection may not look."""
     from google.api_core.exceptions import Forbidden
 
-    bucket, name = split_gcs_uri(uri)
     try:
-        return bool(client.bucket(bucket).blob(name).exists())
+        return gcs_exists(client, uri)
     except Forbidden:
         return None
 
@@ -65,9 +64,8 @@ def read_object(client: Any, uri: str) -> bytes | None:
     """The content of the ``gs://`` object ``uri``; ``None`` when it does not exist."""
     from google.api_core.exceptions import NotFound
 
-    bucket, name = split_gcs_uri(uri)
     try:
-        return client.bucket(bucket).blob(name).download_as_bytes()
+        return _blob(client, uri).download_as_bytes()
     except NotFound:
         return None
 
@@ -92,11 +90,10 @@ def gcs_has_objects(client: Any, directory: str) -> bool:
 
 def gcs_read_json(client: Any, uri: str) -> Any:
     """The object's JSON, or ``None`` when it is missing or not JSON."""
-    from google.api_core.exceptions import NotFound
-
+    data = read_object(client, uri)
     try:
-        return json.loads(_blob(client, uri).download_as_bytes())
-    except (NotFound, ValueError):
+        return None if data is None else json.loads(data)
+    except ValueError:
         return None
 
 
@@ -142,19 +139,11 @@ def write_if_generation(client: Any, uri: str, text: str, content_type: str, gen
 def missing_buckets(client: Any, uris: list[str]) -> list[str]:
     """The buckets of the ``gs://`` URIs that do not exist, each once, in order.
 
-    A credential that may write objects but not read bucket metadata (403) gets the benefit of
-    the doubt: its bucket is not reported, and the write itself will say what is wrong.
+    A credential that may not look (403) gets the benefit of the doubt: its bucket is not
+    reported, and the write itself will say what is wrong.
     """
-    from google.api_core.exceptions import Forbidden
-
-    missing = []
-    for bucket in dict.fromkeys(split_gcs_uri(uri)[0] for uri in uris if is_gcs(uri)):
-        try:
-            if not client.bucket(bucket).exists():
-                missing.append(bucket)
-        except Forbidden:
-            continue
-    return missing
+    buckets = dict.fromkeys(split_gcs_uri(uri)[0] for uri in uris if is_gcs(uri))
+    return [bucket for bucket in buckets if bucket_exists_if_permitted(client, bucket) is False]
 
 
 def write_file(client: Any, uri: str, data: bytes, content_type: str) -> None:

@@ -419,13 +419,8 @@ class CheckpointConversionOperator(ClusterOperator):
         self.log.info("%s Job %s/%s: %s", verb, self.namespace, name, command_line)
 
     def _wait_deleted(self, name: str) -> None:
-        deadline = time.monotonic() + DELETE_WAIT_SECONDS
-        while self.hook.get(JOB, self.namespace, name) is not None:
-            if time.monotonic() > deadline:
-                raise KubernetesApiError(
-                    f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s"
-                )
-            time.sleep(min(1.0, self.poll_interval))
+        if self.hook.wait_gone(self.namespace, [(JOB, name)], timeout=DELETE_WAIT_SECONDS, poll=min(1.0, self.poll_interval)):
+            raise KubernetesApiError(f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s")
 
     def _wait_here(self, name: str) -> dict[str, Any]:
         """Wait in the worker: read the Job every ``poll_interval`` with the trigger's own reading."""

@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
-from airflow.sdk import BaseOperator
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
-from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
+from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.exceptions import (
     BadSpecError,
     InfrastructureError,
@@ -58,7 +58,7 @@ from pathways_airflow.state.serving import (
     benchmark_failed,
     first_crash,
     pod_selectors,
-    quoted_log,
+    quoted_container_log,
     server_crashed,
     server_progress,
     server_timed_out,
@@ -148,7 +148,7 @@ _SERVING_TEMPLATE_FIELDS = (
 )
 
 
-class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
+class _JetStreamServerOperator(ClusterOperator):
     """Deploying, watching and deleting one task's JetStream server (shared by the operators below)."""
 
     template_fields_renderers = {
@@ -181,13 +181,6 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         verify_checkpoint: bool = True,
         namespace: str = "default",
         name_prefix: str | None = None,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         poll_interval: float = 10.0,
         cleanup_timeout: float = 300.0,
         **kwargs: Any,
@@ -212,15 +205,6 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         self.verify_checkpoint = verify_checkpoint
         self.namespace = namespace
         self.name_prefix = name_prefix
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.poll_interval = poll_interval
         self.cleanup_timeout = cleanup_timeout
         self._created: list[tuple[Resource, str, str]] = []
@@ -445,7 +429,7 @@ class _JetStreamServerOperator(ClusterConnectionMixin, BaseOperator):
         """The container's last log lines (of its run before the last restart with ``previous``, if any)."""
         lines = self.hook.read_log_tail(self.namespace, pod, container, previous=True) if previous else []
         lines = lines or self.hook.read_log_tail(self.namespace, pod, container)
-        return quoted_log(lines, pod, container, on_gke=bool(self.cluster_name))
+        return quoted_container_log(lines, pod, container, on_gke=bool(self.cluster_name))
 
     def _delete_created(self, *, wait: bool) -> None:
         """Delete every object this task created or adopted; with ``wait``, until their pods are gone.
@@ -728,9 +712,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             return self._benchmark_result(event, names, self.result_uri(names), limit)
 
     def _job_deadline(self, context: Context, run: BenchmarkRun) -> tuple[float, str]:
-        start = getattr(context["ti"], "start_date", None)
-        task = (start + self.execution_timeout).timestamp() if self.execution_timeout and start else None
-        return job_deadline(time.time(), run.timeout_seconds, task, f"{TASK_LIMIT} ({self.execution_timeout})")
+        return job_deadline(time.time(), run.timeout_seconds, self.deadline(context), f"{TASK_LIMIT} ({self.execution_timeout})")
 
     def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str) -> None:
         """Create the Job, or adopt this task's running or finished one; replace a failed one."""
@@ -855,7 +837,7 @@ class DeployInferenceServerOperator(_JetStreamServerOperator):
         }
 
 
-class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
+class TeardownInferenceServerOperator(ClusterOperator):
     """Delete a server deployed by :class:`DeployInferenceServerOperator` (an Airflow teardown task).
 
     Finds what to delete without needing the setup's XCom: every LeaderWorkerSet, Service and Job
@@ -873,13 +855,6 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
         deploy_task_id: str | None = None,
         server: Mapping[str, Any] | str | None = None,
         namespace: str = "default",
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        project_id: str | None = None,
-        location: str | None = None,
-        cluster_name: str | None = None,
-        gcp_conn_id: str = "google_cloud_default",
-        impersonation_chain: str | Sequence[str] | None = None,
-        use_dns_endpoint: bool = False,
         cleanup_timeout: float = 300.0,
         **kwargs: Any,
     ) -> None:
@@ -887,15 +862,6 @@ class TeardownInferenceServerOperator(ClusterConnectionMixin, BaseOperator):
         self.deploy_task_id = deploy_task_id
         self.server = server
         self.namespace = namespace
-        self.set_cluster(
-            kubernetes_conn_id=kubernetes_conn_id,
-            project_id=project_id,
-            location=location,
-            cluster_name=cluster_name,
-            gcp_conn_id=gcp_conn_id,
-            impersonation_chain=impersonation_chain,
-            use_dns_endpoint=use_dns_endpoint,
-        )
         self.cleanup_timeout = cleanup_timeout
         self.validate(only_known=True)
 

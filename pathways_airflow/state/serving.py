@@ -125,7 +125,7 @@ def pod_selectors(objects: Iterable[tuple[Resource, str]]) -> list[str]:
 # --- how a failure is reported ---------------------------------------------------------------------
 
 
-def quoted_log(lines: Sequence[str], pod: str, container: str, *, on_gke: bool = False) -> str:
+def quoted_container_log(lines: Sequence[str], pod: str, container: str, *, on_gke: bool = False) -> str:
     """A container's last log lines, indented for an exception message."""
     if not lines:
         where = " (see the Cloud Logging link of this cluster)" if on_gke else ""

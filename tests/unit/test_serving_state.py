@@ -9,7 +9,7 @@ from pathways_airflow.state.serving import (
     ContainerExit,
     benchmark_failed,
     pod_selectors,
-    quoted_log,
+    quoted_container_log,
     server_crashed,
     server_timed_out,
 )
@@ -19,7 +19,7 @@ BACKOFF = JobOutcome(FAILED, "BackoffLimitExceeded", "Job has reached the specif
 
 def test_a_benchmark_that_crashed_on_its_own_is_the_programs_failure():
     crash = ContainerExit("b-bench-x1", "benchmark", 3)
-    error = benchmark_failed("serving", "b-bench", BACKOFF, crash, None, quoted_log(["boom"], crash.pod, "benchmark"))
+    error = benchmark_failed("serving", "b-bench", BACKOFF, crash, None, quoted_container_log(["boom"], crash.pod, "benchmark"))
     assert isinstance(error, UserCodeError) and error.exit_code == 3
     assert str(error).startswith(
         "benchmark Job serving/b-bench failed (BackoffLimitExceeded: Job has reached the specified backoff limit): "
@@ -40,7 +40,7 @@ def test_a_benchmark_lost_to_the_system_may_be_retried():
 
 def test_a_server_crash_is_final_and_a_slow_start_is_not():
     crash = ContainerExit("s-0", "jax-tpu", 1, "Error", restarted=True)
-    crashed = server_crashed("serving", "s", crash, quoted_log([], "s-0", "jax-tpu", on_gke=True))
+    crashed = server_crashed("serving", "s", crash, quoted_container_log([], "s-0", "jax-tpu", on_gke=True))
     assert isinstance(crashed, UserCodeError) and crashed.exit_code == 1
     assert "exited with code 1 (Error) while starting" in str(crashed)
     assert "could not be read (see the Cloud Logging link of this cluster)" in str(crashed)

@@ -12,7 +12,7 @@ import time
 import pytest
 from airflow.providers.common.compat.sdk import TaskDeferred
 
-from pathways_airflow.exceptions import ForeignWorkloadError
+from pathways_airflow.exceptions import ForeignWorkloadError, UserCodeError
 from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.resources import JOBSET, PATHWAYSJOB
@@ -83,7 +83,9 @@ def test_a_failed_earlier_attempt_is_replaced_by_a_new_name_and_deleted(pathways
     hook = PathwaysHook()
     ti = TaskInstance("dag", "replace", "run-1")
     identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
-    failing = operator("replace", backend="jobset", env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "3"}, command=["bash", "-c", "exit 3"])
+    # Exit 42 is the system's (xpk's code for a lost host), so the JobSet fails by running out of
+    # restarts and a retry may run it again; exit 3 would be the user's bug, never resubmitted.
+    failing = operator("replace", backend="jobset", env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "42"}, command=["bash", "-c", "exit 42"])
     with pytest.raises(TaskDeferred):
         failing.execute({"ti": ti})
     wait_for(lambda: (js := hook.get(JOBSET, "default", identity.workload_name())) and js.get("status", {}).get("terminalState") == "Failed")
@@ -93,6 +95,20 @@ def test_a_failed_earlier_attempt_is_replaced_by_a_new_name_and_deleted(pathways
     assert names == [identity.workload_name(attempt=1)]
     assert retried.value.trigger.name == identity.workload_name(attempt=1)
     hook.delete(JOBSET, "default", identity.workload_name(attempt=1))
+
+
+def test_a_bug_that_failed_an_unwatched_attempt_is_not_resubmitted_by_the_retry(pathways_cluster):
+    hook = PathwaysHook()
+    ti = TaskInstance("dag", "unwatched", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    failing = operator("unwatched", backend="jobset", env={"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "3"}, command=["bash", "-c", "exit 3"])
+    with pytest.raises(TaskDeferred):
+        failing.execute({"ti": ti})  # the trigger is never run: nobody watches the bug strike
+    wait_for(lambda: (js := hook.get(JOBSET, "default", identity.workload_name())) and js.get("status", {}).get("terminalState") == "Failed")
+    with pytest.raises(UserCodeError, match="userErrorFailsJobSet"):
+        operator("unwatched", backend="jobset").execute({"ti": TaskInstance("dag", "unwatched", "run-1")})
+    assert hook.get(JOBSET, "default", identity.workload_name(attempt=1)) is None
+    wait_for(lambda: not [o for o in ours(hook, JOBSET, identity) if not o["metadata"].get("deletionTimestamp")])
 
 
 def test_409_adopts_our_object_and_refuses_a_foreign_one(pathways_cluster):

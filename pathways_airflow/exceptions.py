@@ -30,8 +30,12 @@ class ForeignWorkloadError(PathwaysError, AirflowFailException):
     """An object with our workload's name exists and was not created for this task."""
 
 
-class WorkloadDeletedError(PathwaysError):
-    """The workload disappeared while the task waited on it."""
+class WorkloadDeletedError(PathwaysError, AirflowFailException):
+    """Someone else deleted the workload (or Job, or server) while the task waited on it.
+
+    A person who runs ``kubectl delete`` on a running workload means "stop": a retry would
+    submit it again and undo that, so Airflow does not retry it.
+    """
 
 
 class WorkloadEndedError(PathwaysError, AirflowFailException):

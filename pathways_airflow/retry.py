@@ -3,12 +3,13 @@
 Use it on any pathways-airflow task (``retry_policy=PATHWAYS_RETRY_POLICY``, with ``retries`` set):
 
 * a user's bug (``UserCodeError``), a spec the cluster refuses (``BadSpecError``,
-  ``ForeignWorkloadError``) and a benchmark regression (``BenchmarkRegressionError``) derive
-  from ``AirflowFailException`` and fail at once anyway;
+  ``ForeignWorkloadError``), a workload someone deleted (``WorkloadDeletedError``: they meant
+  stop) and a benchmark regression (``BenchmarkRegressionError``) derive from
+  ``AirflowFailException`` and fail at once anyway;
 * ``RetryableUserCodeError`` (``retry_user_errors=True``) retries after a minute;
 * a spent disruption budget (``DisruptionBudgetExhausted``) retries after 30 minutes — by then the
   maintenance window is usually over — and infrastructure errors (``InfrastructureError``,
-  ``WorkloadDeletedError``, ``KubernetesApiError``) after 2 minutes;
+  ``KubernetesApiError``) after 2 minutes;
 * anything else follows the task's own retry settings.
 
 A retry never runs a second workload: the operator re-attaches to a live one, or deletes a
@@ -43,6 +44,7 @@ def _pathways_retry_policy() -> Any:
                     "pathways_airflow.exceptions.UserCodeError",
                     "pathways_airflow.exceptions.BadSpecError",
                     "pathways_airflow.exceptions.ForeignWorkloadError",
+                    "pathways_airflow.exceptions.WorkloadDeletedError",
                     "pathways_airflow.exceptions.BenchmarkRegressionError",
                 ],
                 action=RetryAction.FAIL,
@@ -60,7 +62,6 @@ def _pathways_retry_policy() -> Any:
             RetryRule(
                 exception=[
                     "pathways_airflow.exceptions.InfrastructureError",
-                    "pathways_airflow.exceptions.WorkloadDeletedError",
                     "pathways_airflow.exceptions.KubernetesApiError",
                 ],
                 action=RetryAction.RETRY,

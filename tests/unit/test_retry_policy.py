@@ -27,6 +27,7 @@ needs_retry_policies = pytest.mark.skipif(not RETRY_POLICIES_EXIST, reason="retr
     [
         (exceptions.UserCodeError("bug", exit_code=1), RetryAction.FAIL, None),
         (exceptions.BadSpecError("bad"), RetryAction.FAIL, None),
+        (exceptions.WorkloadDeletedError("kubectl delete pathwaysjob train-0"), RetryAction.FAIL, None),
         (exceptions.RetryableUserCodeError("flaky", exit_code=1), RetryAction.RETRY, timedelta(minutes=1)),
         (exceptions.DisruptionBudgetExhausted("too many"), RetryAction.RETRY, timedelta(minutes=30)),
         (exceptions.InfrastructureError("slice lost"), RetryAction.RETRY, timedelta(minutes=2)),
@@ -51,6 +52,7 @@ def test_deterministic_failures_are_airflow_fail_exceptions():
 
     assert issubclass(exceptions.UserCodeError, AirflowFailException)
     assert issubclass(exceptions.BadSpecError, AirflowFailException)
+    assert issubclass(exceptions.WorkloadDeletedError, AirflowFailException), "a person deleting it meant stop"
     assert not issubclass(exceptions.RetryableUserCodeError, AirflowFailException)
     assert not issubclass(exceptions.DisruptionBudgetExhausted, AirflowFailException)
 

@@ -400,7 +400,7 @@ class PathwaysHook(BaseHook):
     def observe(self, backend: str, name: str, namespace: str, *, submitted: bool = True) -> "Observation":
         """Everything the state core needs about one workload, read now."""
         from pathways_airflow.resources import JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB
-        from pathways_airflow.state.model import Observation
+        from pathways_airflow.state.model import Observation, kueue_workload_of
 
         pathwaysjob = self.get(PATHWAYSJOB, namespace, name) if backend == "pathwaysjob" else None
         jobset = self.get(JOBSET, namespace, name)
@@ -414,7 +414,7 @@ class PathwaysHook(BaseHook):
                 if _status_of(error) != 404:
                     raise
                 found = []
-            kueue = found[0] if found else None
+            kueue = kueue_workload_of(uid, found)
         return Observation(backend, name, namespace, pathwaysjob, jobset, tuple(pods), kueue, submitted)
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:

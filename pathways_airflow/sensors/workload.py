@@ -24,6 +24,7 @@ from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
 from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.status import has_reached
 from pathways_airflow.state.outcome import workload_failure
 
 if TYPE_CHECKING:
@@ -48,17 +49,6 @@ def sensor_problems(name: Any, namespace: Any, backend: Any, phase: Any) -> list
     if str(phase).upper() not in TARGET_PHASES:
         problems.append(SpecProblem("phase", phase, "cannot be waited for", TARGET_PHASES))
     return problems
-
-
-def has_reached(state: WorkloadState, phase: str) -> bool:
-    """``RUNNING``: running with every slice ready, or already succeeded; ``SUCCEEDED``: succeeded."""
-    if state.phase is Phase.SUCCEEDED:
-        return True
-    return (
-        phase == Phase.RUNNING.value
-        and state.phase is Phase.RUNNING
-        and state.slices_ready >= state.slices_total
-    )
 
 
 def ended_early(state: WorkloadState, phase: str) -> bool:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterable, Mapping
+
+from pathways_airflow import well_known
 
 
 class Phase(str, enum.Enum):
@@ -109,3 +111,20 @@ class Observation:
     """We created (or adopted) it: if it is now missing, it was deleted."""
     jobs: tuple[dict[str, Any], ...] = ()
     """Its child Jobs as last seen (deleted ones too): their counts outlive their pods."""
+
+
+def kueue_workload_of(jobset_uid: str, workloads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The Kueue Workload Kueue made for the JobSet ``jobset_uid``, if any.
+
+    Kueue's job framework (pkg/controller/jobframework) owns the Workload by the job
+    (``ownerReferences``) and labels it ``kueue.x-k8s.io/job-uid``; either names it, so the
+    hook (which lists by the label) and the trigger (which reads a shared cache) agree.
+    """
+    if not jobset_uid:
+        return None
+    for workload in workloads:
+        meta = workload.get("metadata") or {}
+        owned = any(ref.get("uid") == jobset_uid for ref in meta.get("ownerReferences") or ())
+        if owned or (meta.get("labels") or {}).get(well_known.KUEUE_JOB_UID) == jobset_uid:
+            return workload
+    return None

@@ -645,3 +645,10 @@ def transition_line(previous: WorkloadState | None, current: WorkloadState) -> s
     if unchanged:
         return None
     return f"{_brief(previous)} → {current.summary()}"
+
+
+def has_reached(state: WorkloadState, phase: str) -> bool:
+    """Whether a sensor waiting for ``phase`` is done: ``RUNNING`` is running with every slice ready (or
+    already succeeded); ``SUCCEEDED`` is succeeded."""
+    every_slice_ready = state.phase is Phase.RUNNING and state.slices_ready >= state.slices_total
+    return state.phase is Phase.SUCCEEDED or (phase == Phase.RUNNING.value and every_slice_ready)

@@ -20,10 +20,10 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
-from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
-from pathways_airflow.state.status import failed_container, head_pod, transition_line, workload_state
+from pathways_airflow.state.status import failed_container, has_reached, head_pod, transition_line, workload_state
 from pathways_airflow.state.submission import ended_by_annotation
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
@@ -43,13 +43,7 @@ def observe(
     pods = _seen(watches["pods"], name, namespace)
     kueue = None
     if uid and "workloads" in watches:
-        kueue = next(
-            (
-                w for w in watches["workloads"].related(name)
-                if any(ref.get("uid") == uid for ref in (w["metadata"].get("ownerReferences") or ()))
-            ),
-            None,
-        )
+        kueue = kueue_workload_of(uid, watches["workloads"].related(name))
     pathwaysjob = watches["pathwaysjobs"].get(name, namespace) if "pathwaysjobs" in watches else None
     jobs = _seen(watches["jobs"], name, namespace)
     return Observation(backend, name, namespace, pathwaysjob, jobset, pods, kueue, submitted, jobs)
@@ -300,12 +294,8 @@ class PathwaysJobTrigger(KillableTrigger):
             self.log.warning("could not record the verdict on %s/%s: %s", self.namespace, self.name, error)
 
     def _reached(self, state: WorkloadState) -> bool:
-        """A sensor's target: ``RUNNING`` means running with every slice ready."""
-        if self.until_phase is None:
-            return False
-        if self.until_phase == "RUNNING":
-            return state.phase.value == "RUNNING" and state.slices_ready >= state.slices_total
-        return state.phase.value == self.until_phase
+        """A sensor's target (:func:`~pathways_airflow.state.status.has_reached`): ``RUNNING`` means every slice ready."""
+        return self.until_phase is not None and has_reached(state, self.until_phase)
 
     async def _delete(self, why: str) -> bool:
         resource = workload_resource(self.backend)

@@ -775,3 +775,15 @@ def test_workload_state_does_not_change_its_input():
     before = json.dumps(fields, sort_keys=True)
     workload_state(observe(fields))
     assert json.dumps(fields, sort_keys=True) == before
+
+
+def test_a_kueue_workload_belongs_to_its_jobset_by_owner_or_by_label():
+    from pathways_airflow.state.model import kueue_workload_of
+
+    owned = {"metadata": {"name": "jobset-train-1a2b3", "ownerReferences": [{"kind": "JobSet", "uid": "u-1"}]}}
+    labelled = {"metadata": {"name": "jobset-train-4c5d6", "labels": {"kueue.x-k8s.io/job-uid": "u-2"}}}
+    other = {"metadata": {"name": "jobset-other", "ownerReferences": [{"kind": "JobSet", "uid": "u-9"}]}}
+    assert kueue_workload_of("u-1", [other, owned, labelled]) is owned
+    assert kueue_workload_of("u-2", [other, owned, labelled]) is labelled
+    assert kueue_workload_of("u-3", [other, owned, labelled]) is None
+    assert kueue_workload_of("", [owned]) is None

@@ -31,11 +31,11 @@ from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
-from pathways_airflow.spec.arguments import namespace_problem, storage_dir_problem
+from pathways_airflow.spec.arguments import exit_codes_problem, workload_placement_problems
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity, check_name_prefix
-from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
+from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity
+from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
 from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer, with_resume_env
 
 if TYPE_CHECKING:
@@ -116,6 +116,10 @@ class PathwaysJobOperator(ClusterOperator):
     :param wait_for_maintenance: before resubmitting, report which slices are still under
         maintenance; the new workload is scheduled once enough slices are back.
     :param retry_user_errors: let Airflow retry a user-code failure (default: fail at once).
+    :param ttl_seconds_after_finished: ``jobset`` backend: the JobSet deletes itself this long after
+        it finished (default one day), even if Airflow never comes back to delete it; long enough
+        for a retry to find a success and reuse it. ``None``: never. (The PathwaysJob CRD has no
+        such field.)
     :param system_exit_codes: exit codes that mean "the system failed" rather than "the program
         is wrong" (default: xpk's 42 and 127–255). The jobset backend fails its JobSet at once on
         any other non-zero exit of the main container.
@@ -128,6 +132,7 @@ class PathwaysJobOperator(ClusterOperator):
         "checkpoint_dir",
         "name_prefix",
         "max_disruptions",
+        "ttl_seconds_after_finished",
         *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
@@ -184,6 +189,7 @@ class PathwaysJobOperator(ClusterOperator):
         wait_for_maintenance: bool = True,
         retry_user_errors: bool = False,
         system_exit_codes: Sequence[int] | None = None,
+        ttl_seconds_after_finished: int | str | None = 86_400,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -225,6 +231,7 @@ class PathwaysJobOperator(ClusterOperator):
         self.max_disruptions = max_disruptions
         self.wait_for_maintenance = wait_for_maintenance
         self.retry_user_errors = retry_user_errors
+        self.ttl_seconds_after_finished = ttl_seconds_after_finished
         # A non-list (a number, a templated string) is kept as given and refused by validate(),
         # naming the parameter, instead of failing here with a TypeError.
         self.system_exit_codes = (
@@ -251,17 +258,13 @@ class PathwaysJobOperator(ClusterOperator):
             "checkpoint_dir": self.checkpoint_dir,
         }
         if not (only_known and looks_templated(placement)):
-            problems.extend(_placement_problems(**placement))
+            problems.extend(workload_placement_problems(**placement))
         if not (only_known and looks_templated(self.max_disruptions)):
             checked_integer(problems, "max_disruptions", self.max_disruptions, minimum=0, maximum=MAX_ATTEMPT - 1)
-        if not isinstance(self.system_exit_codes, tuple):
-            problems.append(SpecProblem("system_exit_codes", self.system_exit_codes, "must be a list of exit codes (1-255)"))
-        else:
-            bad_codes = [
-                c for c in self.system_exit_codes if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 255
-            ]
-            if bad_codes:
-                problems.append(SpecProblem("system_exit_codes", bad_codes[0], "exit codes are integers from 1 to 255"))
+        ttl = self.ttl_seconds_after_finished
+        if ttl is not None and not (only_known and looks_templated(ttl)):
+            checked_integer(problems, "ttl_seconds_after_finished", ttl, minimum=0, maximum=2**31 - 1)
+        problems.extend(filter(None, [exit_codes_problem("system_exit_codes", self.system_exit_codes)]))
         if not (only_known and looks_templated(self._workload_arguments())):
             try:
                 self.workload()
@@ -315,6 +318,7 @@ class PathwaysJobOperator(ClusterOperator):
             labels=identity.labels(attempt),
             annotations=identity.annotations(),
             failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),
+            ttl_seconds_after_finished=None if self.ttl_seconds_after_finished is None else int(self.ttl_seconds_after_finished),
         )
 
 
@@ -577,19 +581,3 @@ def _store_get(store: Any) -> dict[str, Any] | None:
 def _store_set(store: Any, record: dict[str, Any]) -> None:
     if store is not None:
         store.set(STATE_KEY, record)
-
-
-def _placement_problems(
-    *, backend: Any, namespace: Any, name_prefix: Any, checkpoint_dir: Any
-) -> list[SpecProblem]:
-    problems = []
-    if backend not in BACKENDS:
-        problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
-    problems.extend(filter(None, [namespace_problem(namespace)]))
-    try:
-        check_name_prefix(name_prefix)
-    except InvalidWorkloadSpec as error:
-        problems.extend(error.problems)
-    if checkpoint_dir is not None:
-        problems.extend(filter(None, [storage_dir_problem("checkpoint_dir", checkpoint_dir)]))
-    return problems

@@ -12,8 +12,9 @@ import re
 from typing import Any, Mapping
 
 from pathways_airflow.checkpoints import is_gcs, split_gcs_uri
-from pathways_airflow.spec.errors import SpecProblem, raise_if_any
-from pathways_airflow.spec.names import is_dns1123_label
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.names import check_name_prefix, is_dns1123_label
+from pathways_airflow.spec.render import BACKENDS
 
 
 def looks_templated(value: Any) -> bool:
@@ -91,3 +92,28 @@ def checkpoint_arguments(checkpoint_dir: Any, min_step: Any, newer_than: Any) ->
         problems.append(problem)
     raise_if_any(problems)
     return str(checkpoint_dir).strip(), minimum, newer
+
+
+def exit_codes_problem(field: str, value: Any) -> SpecProblem | None:
+    """Why ``value`` is not a list of process exit codes (integers 1–255), or ``None``."""
+    if not isinstance(value, tuple):
+        return SpecProblem(field, value, "must be a list of exit codes (1-255)")
+    bad = [c for c in value if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 255]
+    return SpecProblem(field, bad[0], "exit codes are integers from 1 to 255") if bad else None
+
+
+def workload_placement_problems(
+    *, backend: Any, namespace: Any, name_prefix: Any, checkpoint_dir: Any
+) -> list[SpecProblem]:
+    """Where a Pathways workload goes and under which name: checked before any API call."""
+    problems = []
+    if backend not in BACKENDS:
+        problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
+    problems.extend(filter(None, [namespace_problem(namespace)]))
+    try:
+        check_name_prefix(name_prefix)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+    if checkpoint_dir is not None:
+        problems.extend(filter(None, [storage_dir_problem("checkpoint_dir", checkpoint_dir)]))
+    return problems

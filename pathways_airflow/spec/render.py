@@ -74,10 +74,12 @@ def render(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     failure_policy: JobSetFailurePolicy | None = None,
+    ttl_seconds_after_finished: int | None = None,
 ) -> dict[str, Any]:
     """The manifest of ``workload`` for ``backend`` (``"pathwaysjob"`` or ``"jobset"``).
 
-    ``failure_policy`` applies to the ``jobset`` backend (a PathwaysJob cannot carry one).
+    ``failure_policy`` and ``ttl_seconds_after_finished`` apply to the ``jobset`` backend (the
+    PathwaysJob CRD has neither field).
     """
     if backend == "pathwaysjob":
         return render_pathwaysjob(workload, name=name, namespace=namespace, labels=labels, annotations=annotations)
@@ -89,6 +91,7 @@ def render(
             labels=labels,
             annotations=annotations,
             failure_policy=failure_policy or JobSetFailurePolicy(),
+            ttl_seconds_after_finished=ttl_seconds_after_finished,
         )
     raise ValueError(f"backend={backend!r}: unknown backend; valid: {', '.join(BACKENDS)}")
 
@@ -491,6 +494,7 @@ def render_jobset(
     annotations: Mapping[str, str] | None = None,
     failure_policy: JobSetFailurePolicy = JobSetFailurePolicy(),
     user_pod_spec: Mapping[str, Any] | None = None,
+    ttl_seconds_after_finished: int | None = None,
 ) -> dict[str, Any]:
     """The PathwaysJob controller's JobSet layout, with ``failure_policy`` on top.
 
@@ -509,6 +513,10 @@ def render_jobset(
     }
     if workload.main is not None or user_pod_spec is not None:
         spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": [HEAD_JOB]}
+    if ttl_seconds_after_finished is not None:
+        # JobSet deletes itself that long after it finished (api/jobset/v1alpha2 jobset_types.go):
+        # the backstop that needs no Airflow, for a task that never came back to delete it.
+        spec["ttlSecondsAfterFinished"] = ttl_seconds_after_finished
     return {
         "apiVersion": JOBSET_API_VERSION,
         "kind": "JobSet",

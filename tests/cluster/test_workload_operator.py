@@ -15,7 +15,7 @@ from airflow.providers.common.compat.sdk import TaskDeferred
 from pathways_airflow.exceptions import ForeignWorkloadError, UserCodeError
 from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator
-from pathways_airflow.resources import JOBSET, PATHWAYSJOB
+from pathways_airflow.resources import JOBSET, PATHWAYSJOB, POD
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
@@ -193,3 +193,19 @@ def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_an
     # reads the log when it can, and the message says where to look when it cannot.
     assert isinstance(failure["log_tail"], list)
     hook.delete(PATHWAYSJOB, "default", "userbug-pj")
+
+
+def test_a_finished_jobset_deletes_itself_when_airflow_never_comes_back(pathways_cluster):
+    hook = PathwaysHook()
+    done = {"PATHWAYS_TESTING_PROGRAM": "exit", "PATHWAYS_TESTING_EXIT_CODE": "0"}
+    names = {}
+    for task_id, ttl in (("abandoned", 1), ("kept", None)):
+        ti = TaskInstance("dag", task_id, "run-1")
+        with pytest.raises(TaskDeferred):  # the task defers, and nobody ever resumes it
+            operator(task_id, backend="jobset", env=done, ttl_seconds_after_finished=ttl).execute({"ti": ti})
+        names[task_id] = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id).workload_name()
+    wait_for(lambda: (js := hook.get(JOBSET, "default", names["kept"])) is not None and js["status"].get("terminalState") == "Completed")
+    selector = f"jobset.sigs.k8s.io/jobset-name={names['abandoned']}"
+    wait_for(lambda: hook.get(JOBSET, "default", names["abandoned"]) is None and not hook.list(POD, "default", label_selector=selector))
+    assert hook.get(JOBSET, "default", names["kept"]) is not None, "without a TTL a finished JobSet stays for the task to read"
+    hook.delete(JOBSET, "default", names["kept"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from pathways_airflow.spec import (
     render,
     render_jobset,
 )
+from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.render import PATHWAYSJOB_FAILURE_POLICY, XPK_SYSTEM_EXIT_CODES
 
 BASE: dict[str, Any] = {
@@ -374,3 +376,17 @@ def test_rendering_shares_no_objects_between_places():
                 walk(value, f"{path}.{key}")
 
     walk(manifest, "")
+
+
+def test_a_jobset_carries_its_own_deletion_backstop_and_validates(schema_validator):
+    from pathways_airflow.operators import PathwaysJobOperator
+
+    training = dict(task_id="train", tpu="v5e", topology="2x4", pathways_dir="gs://scratch-bucket/p", image="maxtext:1", command=["python3", "-m", "maxtext.trainers.pre_train.train"])
+    jobset = PathwaysJobOperator(backend="jobset", **training).render_manifest()
+    assert jobset["spec"]["ttlSecondsAfterFinished"] == 86_400
+    assert schema_validator.errors(jobset) == []
+    assert "ttlSecondsAfterFinished" not in PathwaysJobOperator(backend="jobset", ttl_seconds_after_finished=None, **training).render_manifest()["spec"]
+    assert "ttlSecondsAfterFinished" not in json.dumps(PathwaysJobOperator(**training).render_manifest()), "no such PathwaysJob field"
+    for bad in (-1, "a day", 2**31):
+        with pytest.raises(InvalidWorkloadSpec, match="ttl_seconds_after_finished"):
+            PathwaysJobOperator(backend="jobset", ttl_seconds_after_finished=bad, **training)

@@ -9,7 +9,9 @@ without counting. A restart recreates every child Job under the next ``restart-a
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import logging
 import json
 import re
 from typing import Any, Iterable
@@ -25,6 +27,8 @@ from pathways_airflow_testing.controllers.base import (
 )
 from pathways_airflow_testing.kinds import Kind
 from pathways_airflow_testing.store import StoreEvent, copy_of
+
+log = logging.getLogger(__name__)
 
 PREFIX = "jobset.sigs.k8s.io"
 JOBSET_NAME = f"{PREFIX}/jobset-name"
@@ -100,6 +104,7 @@ class JobSetController(Controller):
 
         if is_true(jobset, "Completed") or is_true(jobset, "Failed"):
             self._delete_jobs([j for j in children if not is_true(j, "Complete") and not is_true(j, "Failed")])
+            self._delete_when_expired(jobset)
             return
         self._ensure_service(jobset)
 
@@ -204,6 +209,22 @@ class JobSetController(Controller):
         self._delete_jobs([j for j in self._children(jobset) if not is_true(j, "Complete") and not is_true(j, "Failed")])
 
     # --- children ----------------------------------------------------------------------------
+
+    def _delete_when_expired(self, jobset: dict[str, Any]) -> None:
+        """``spec.ttlSecondsAfterFinished``: delete a finished JobSet that long after it finished, as
+        JobSet's controller does (pkg/controllers/jobset_controller.go, TTL after finished)."""
+        ttl = jobset["spec"].get("ttlSecondsAfterFinished")
+        finished = condition(jobset, "Completed") if is_true(jobset, "Completed") else condition(jobset, "Failed")
+        if ttl is None or not finished or not finished.get("lastTransitionTime"):
+            return
+        at = dt.datetime.strptime(finished["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        left = at.timestamp() + int(ttl) - self.clock.now()
+        meta = jobset["metadata"]
+        if left > 0:
+            self.enqueue_after((meta["namespace"], meta["name"]), left)
+            return
+        log.info("deleting JobSet %s/%s: %ss after it finished (ttlSecondsAfterFinished)", meta["namespace"], meta["name"], ttl)
+        self.store.delete(self.jobsets, meta["namespace"], meta["name"], propagation="Foreground")
 
     def _all_ready(self, jobs: list[dict[str, Any]], spec: dict[str, Any]) -> bool:
         expected = sum(r.get("replicas", 1) for r in spec["replicatedJobs"])

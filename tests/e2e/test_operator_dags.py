@@ -20,7 +20,7 @@ def test_submit_wait_and_succeed(airflow_env, pathways_cluster, mode):
     # each state transition in the task log, as seen (a fast cluster may skip PROVISIONING)
     assert "RUNNING 2/2 slices → SUCCEEDED" in output
     assert "completed step: 19" in output  # the main container's last lines
-    assert "deleted default/train-" in output
+    assert "deleted PathwaysJob default/train-" in output
     assert not pathways_objects(pathways_cluster)
 
 

@@ -45,6 +45,11 @@ class WorkloadEndedError(PathwaysError, AirflowFailException):
     """
 
 
+class PermissionMissingError(PathwaysError, AirflowFailException):
+    """The task's Kubernetes identity lacks a verb it needs (RBAC): a retry fails the same way until
+    it is granted (``docker/rbac.yaml`` lists what the provider needs)."""
+
+
 class InfrastructureError(PathwaysError):
     """The cluster or the platform ended the workload (disruption, unknown infrastructure failure)."""
 

@@ -4,7 +4,7 @@ Use it on any pathways-airflow task (``retry_policy=PATHWAYS_RETRY_POLICY``, wit
 
 * a user's bug (``UserCodeError``), a spec the cluster refuses (``BadSpecError``,
   ``ForeignWorkloadError``), a workload someone deleted (``WorkloadDeletedError``: they meant
-  stop) and a benchmark regression (``BenchmarkRegressionError``) derive from
+  stop), a permission RBAC does not grant (``PermissionMissingError``) and a benchmark regression (``BenchmarkRegressionError``) derive from
   ``AirflowFailException`` and fail at once anyway;
 * ``RetryableUserCodeError`` (``retry_user_errors=True``) retries after a minute;
 * a spent disruption budget (``DisruptionBudgetExhausted``) retries after 30 minutes — by then the
@@ -45,6 +45,7 @@ def _pathways_retry_policy() -> Any:
                     "pathways_airflow.exceptions.BadSpecError",
                     "pathways_airflow.exceptions.ForeignWorkloadError",
                     "pathways_airflow.exceptions.WorkloadDeletedError",
+                    "pathways_airflow.exceptions.PermissionMissingError",
                     "pathways_airflow.exceptions.BenchmarkRegressionError",
                 ],
                 action=RetryAction.FAIL,

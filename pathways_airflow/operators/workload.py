@@ -19,14 +19,14 @@ from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator
-from pathways_airflow.exceptions import DisruptionBudgetExhausted, KubernetesApiError, UserCodeError
+from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification, summarize
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.messages import failing_container, workload_failure_message
-from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, workload_failure
+from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.submission import plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
@@ -392,10 +392,9 @@ class PathwaysJobOperator(ClusterOperator):
                 f"{finished.state.summary() if finished.state else 'unknown'}"
             )
         if finished.status != "finished" or finished.state is None:
-            raise KubernetesApiError(
-                f"lost track of {submission.name}: {finished.message}. The workload was left running; "
-                f"a retry of this task re-attaches to it. {self._kubectl_hint(submission.name)}"
-            )
+            if finished.forbidden:  # no try can watch it without the permission: hold no slice for it
+                self.finished_with(workload_resource(self.backend), submission.namespace, submission.name, delete=True)
+            raise lost_track(submission.name, finished, self._kubectl_hint(submission.name))
         submission = submission.with_disruptions(*finished.restarts)
         if next_step(finished.state, finished.classification) is NextStep.RESUBMIT:
             return self._resubmit_after_disruption(context, submission, finished)

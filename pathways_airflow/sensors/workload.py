@@ -18,7 +18,7 @@ from airflow.providers.common.compat.sdk import AirflowSensorTimeout
 
 from pathways_airflow.sensors.base import DeferrableSensor
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
-from pathways_airflow.exceptions import KubernetesApiError, WorkloadEndedError
+from pathways_airflow.exceptions import KubernetesApiError, PermissionMissingError, WorkloadEndedError
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
 from pathways_airflow.spec.errors import SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns1123_label
@@ -172,7 +172,9 @@ class PathwaysJobSensor(ClusterConnectionMixin, DeferrableSensor):
     def finish(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The phase was reached, the workload ended, or the API failed."""
         if event.get("status") != "finished":
-            raise KubernetesApiError(f"stopped watching {self.where}: {event.get('message')}")
+            raise (PermissionMissingError if event.get("forbidden") else KubernetesApiError)(
+                f"stopped watching {self.where}: {event.get('message')}"
+            )
         state = WorkloadState.from_dict(event["state"])
         decision = self._decide(state)
         if not decision.is_done:  # the trigger stops only at the phase or at the end

@@ -18,6 +18,8 @@ from collections.abc import Collection
 from pathways_airflow.exceptions import (
     BadSpecError,
     InfrastructureError,
+    KubernetesApiError,
+    PermissionMissingError,
     RetryableUserCodeError,
     UserCodeError,
     WorkloadDeletedError,
@@ -27,7 +29,7 @@ from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 from pathways_airflow.state.progress import steps_recomputed
-from pathways_airflow.state.records import Disruption, Submission
+from pathways_airflow.state.records import Disruption, Submission, WorkloadEvent
 
 
 class NextStep(str, enum.Enum):
@@ -118,6 +120,22 @@ def workload_failure(
     if state.cause is FailureCause.DELETED:
         return WorkloadDeletedError(message)
     return InfrastructureError(message)
+
+
+def lost_track(name: str, event: WorkloadEvent, hint: str) -> Exception:
+    """The wait ended without an answer (``error``): the API kept failing, or refused a verb.
+
+    A refused verb (RBAC) refuses every retry too, so it fails for good and the owner deletes
+    the workload first; an API that kept failing may answer a retry, which re-attaches.
+    """
+    if event.forbidden:
+        return PermissionMissingError(
+            f"stopped waiting on {name}: {event.message}. No try can watch it without this permission, so it "
+            "was deleted; grant it (docker/rbac.yaml lists what the provider needs) and clear the task."
+        )
+    return KubernetesApiError(
+        f"lost track of {name}: {event.message}. The workload was left running; a retry of this task re-attaches to it. {hint}"
+    )
 
 
 def failed_job_exception(

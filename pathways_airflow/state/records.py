@@ -146,6 +146,8 @@ class WorkloadEvent:
     running_since: float | None = None
     deleted: bool = False
     message: str = ""
+    forbidden: bool = False
+    """With ``error``: the API refused a verb the wait needs (RBAC); no retry gets further."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"status": self.status, "name": self.name}
@@ -163,6 +165,8 @@ class WorkloadEvent:
             payload["deleted"] = self.deleted
         else:
             payload["message"] = self.message
+            if self.forbidden:
+                payload["forbidden"] = True
         return payload
 
     @classmethod
@@ -178,4 +182,5 @@ class WorkloadEvent:
             running_since=payload.get("running_since"),
             deleted=bool(payload.get("deleted")),
             message=str(payload.get("message") or ""),
+            forbidden=bool(payload.get("forbidden")),
         )

@@ -19,6 +19,7 @@ their whole spec; the state core reads only its container names and node).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import weakref
@@ -104,6 +105,8 @@ class SharedWatch:
         """The API does not serve this resource (its CRD is not installed)."""
         self.consecutive_failures = 0
         self.last_error = ""
+        self.forbidden = ""
+        """Why the API refuses this watch (403: a verb RBAC does not grant); empty once it is allowed."""
         self.resource_version = ""
         self.relists = 0
         self._subscribers: set[Subscription] = set()
@@ -198,6 +201,16 @@ class SharedWatch:
                     self.synced.set()
                     self._notify()
                     return
+                if _status_of(error) == 403:
+                    # RBAC will not change by retrying fast: say so once, loudly, and let every
+                    # waiter fail at once; keep trying slowly in case the verb is granted.
+                    if not self.forbidden:
+                        log.error("watching %s in %s is forbidden: %s", self.resource.plural, self.namespace or "all namespaces", error)
+                    self.forbidden = _forbidden_reason(error, self.resource.plural, self.namespace)
+                    self.synced.set()
+                    self._notify()
+                    await asyncio.sleep(MAX_BACKOFF_SECONDS)
+                    continue
                 self.consecutive_failures += 1
                 self.last_error = f"{type(error).__name__}: {error}"[:500]
                 log.warning(
@@ -224,6 +237,7 @@ class SharedWatch:
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
         self.relists += 1
         self.consecutive_failures = 0
+        self.forbidden = ""
         self.synced.set()
         self._notify()
 
@@ -276,6 +290,16 @@ class SharedWatch:
             key, forgotten = self.deleted.popitem(last=False)
             if key not in self.objects:
                 self._unlink(forgotten)
+
+
+def _forbidden_reason(error: BaseException, plural: str, namespace: str | None) -> str:
+    """The API's own words for a 403 (they name the user, verb, resource and namespace), or ours."""
+    body = getattr(error, "body", None)
+    try:
+        message = json.loads(body).get("message") if body else None
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return str(message or f"{plural} in {namespace or 'all namespaces'}: forbidden ({error})")[:500]
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -161,6 +161,10 @@ class PathwaysJobTrigger(KillableTrigger):
                 asyncio.gather(*(w.synced.wait() for w in watches.values())), timeout=self.recheck_seconds * 5
             )
             while True:
+                refused = [w.forbidden for w in watches.values() if w.forbidden]
+                if refused:
+                    yield TriggerEvent(WorkloadEvent("error", self.name, message=refused[0], forbidden=True).to_payload())
+                    return
                 failing = [w for w in watches.values() if w.consecutive_failures >= MAX_API_FAILURES]
                 if failing:
                     message = (

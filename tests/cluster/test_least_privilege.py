@@ -24,7 +24,7 @@ from airflow.providers.common.compat.sdk import TaskDeferred
 from airflow.sdk.module_loading import import_string
 from kubernetes import client, config
 
-from pathways_airflow.exceptions import UserCodeError
+from pathways_airflow.exceptions import PermissionMissingError, UserCodeError
 from pathways_airflow.operators import (
     CheckpointConversionOperator,
     DeletePathwaysJobOperator,
@@ -393,3 +393,27 @@ def cleanup(cluster) -> None:
         if (service.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "pathways-airflow":
             core.delete_namespaced_service(service.metadata.name, "default")
     wait_for(lambda: not [p for p in core.list_namespaced_pod("default").items], timeout=30)
+
+
+def test_a_refused_watch_fails_the_task_at_once_naming_it_and_leaves_no_workload(cluster, bucket, audit):
+    rbac = client.RbacAuthorizationV1Api(cluster.admin)
+    [role] = [d for d in rbac_documents() if d["kind"] == "Role"]
+    rbac.replace_namespaced_role(role["metadata"]["name"], "default", without_verb(role, "pods", "watch"))
+    RUN["id"] = "without-pods-watch-deferred"
+    try:
+        ti = ti_for("refused")
+        with pytest.raises(TaskDeferred) as deferred:
+            training("refused", deferrable=True).execute({"ti": ti})
+        started = time.monotonic()
+        event = first_event(deferred.value.trigger, 60)
+        assert event["status"] == "error" and event.get("forbidden") is True
+        assert time.monotonic() - started < 15, "a refused verb fails at once, not after the API-failure budget"
+        with pytest.raises(PermissionMissingError, match='cannot watch resource "pods"') as refused:
+            training("refused", deferrable=True).execute_complete({"ti": ti}, event, **deferred.value.kwargs)
+        assert "was deleted" in str(refused.value)
+        wait_for(lambda: not workloads_of(cluster, "refused"))
+    finally:
+        RUN["id"] = "run-1"
+        rbac.replace_namespaced_role(role["metadata"]["name"], "default", role)
+        time.sleep(0.5)
+        cleanup(cluster)

@@ -85,3 +85,14 @@ def test_a_resubmission_records_what_it_cost():
     assert (never_stepped.steps_recomputed, never_stepped.seconds_lost) == (0, 0.0)
     from_scratch = disruption_of(MAINTENANCE, workload="train-0", reached_step=30, resumed_from_step=None, now=200.0, running_since=120.0)
     assert from_scratch.steps_recomputed == 31, "steps 0..30 are done again"
+
+
+def test_a_wait_that_ended_without_an_answer_fails_for_good_only_when_a_verb_was_refused():
+    from pathways_airflow.exceptions import KubernetesApiError, PermissionMissingError
+    from pathways_airflow.state.outcome import lost_track
+    from pathways_airflow.state.records import WorkloadEvent
+
+    refused = lost_track("train-0", WorkloadEvent("error", "train-0", message="pods is forbidden", forbidden=True), "hint")
+    assert isinstance(refused, PermissionMissingError) and "was deleted" in str(refused)
+    flaky = lost_track("train-0", WorkloadEvent("error", "train-0", message="TimeoutError"), "kubectl hint")
+    assert type(flaky) is KubernetesApiError and "re-attaches" in str(flaky) and str(flaky).endswith("kubectl hint")

@@ -72,3 +72,9 @@ def test_timeout_and_error_events_carry_only_their_own_fields():
     assert set(timeout) == {"status", "name", "state", "deleted"} and timeout["deleted"] is True
     error = WorkloadEvent("error", "w", message="ApiException: 500").to_payload()
     assert error == {"status": "error", "name": "w", "message": "ApiException: 500"}
+
+
+def test_a_refused_verb_travels_with_the_error_event():
+    refused = WorkloadEvent("error", "w", message='pods is forbidden: User "system:serviceaccount:default:pathways-airflow" cannot watch resource "pods"', forbidden=True)
+    assert refused.to_payload()["forbidden"] is True
+    assert WorkloadEvent.from_payload(refused.to_payload()) == refused

@@ -345,8 +345,8 @@ class PathwaysJobOperator(ClusterOperator):
                 "fix the program and clear the task."
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
-        record = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
-        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), record.disruptions)
+        earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
+        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions)
         if plan.reuse is None and plan.adopt is None:
             resume_from = self._newest_checkpoint() if plan.attempt > 0 else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)

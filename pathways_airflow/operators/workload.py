@@ -8,7 +8,6 @@ failure means — is made by the pure ``spec`` and ``state`` packages; the opera
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification, summarize
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.state.messages import failing_container, workload_failure_message
+from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.submission import plan_submission
@@ -469,23 +468,21 @@ class PathwaysJobOperator(ClusterOperator):
             self.namespace, submission.name, disruption.kind, "; ".join(disruption.evidence[:3]),
             submission.resubmissions, self.disruption_budget,
         )
+        attempt, identity = submission.attempt + 1, self.task_identity(context)
+        exhausted = over_budget(submission, self.disruption_budget)
+        if not exhausted:  # recorded before the old workload goes: a worker that dies in between leaves
+            # the next try the attempt to submit, the checkpoint to resume from, and this disruption
+            self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
         self.hook.delete(workload_resource(self.backend), self.namespace, submission.name)
-        if over_budget(submission, self.disruption_budget):
-            disruptions = [d.to_dict() for d in submission.disruptions]
-            lines = "\n".join(
-                f"  - {d.kind} at {dt.datetime.fromtimestamp(d.time, dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d.evidence[:2])}"
-                for d in submission.disruptions
-            )
+        if exhausted:
             raise DisruptionBudgetExhausted(
-                f"{submission.name}: more disruptions than max_disruptions={self.disruption_budget} "
-                f"({summarize(disruptions)}):\n{lines}",
-                disruptions=disruptions,
+                budget_exhausted_message(submission, self.disruption_budget),
+                disruptions=[d.to_dict() for d in submission.disruptions],
             )
         if self.wait_for_maintenance:
             self._report_slices()
-        attempt = submission.attempt + 1
         manifest = self.render_manifest(context, attempt=attempt, resume_from=checkpoint)
-        self.hook.create_or_adopt(manifest, self.task_identity(context).key)
+        self.hook.create_or_adopt(manifest, identity.key)
         submission = submission.next_attempt(manifest["metadata"]["name"])
         resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "no committed checkpoint to resume from"
         self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, resumed)

@@ -7,9 +7,12 @@ to look further.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Mapping, Sequence
 
+from pathways_airflow.state.disruption import summarize
 from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.records import Submission
 from pathways_airflow.state.status import failed_container
 
 
@@ -57,3 +60,13 @@ def workload_failure_message(
             )
     parts.append(hint)
     return "\n".join(parts)
+
+
+def budget_exhausted_message(submission: Submission, max_disruptions: int) -> str:
+    """Why a task stops resubmitting: every disruption it rode out, when and on what evidence."""
+    disruptions = [d.to_dict() for d in submission.disruptions]
+    lines = "\n".join(
+        f"  - {d.kind} at {dt.datetime.fromtimestamp(d.time, dt.timezone.utc):%Y-%m-%d %H:%M:%S}Z: {'; '.join(d.evidence[:2])}"
+        for d in submission.disruptions
+    )
+    return f"{submission.name}: more disruptions than max_disruptions={max_disruptions} ({summarize(disruptions)}):\n{lines}"

@@ -14,7 +14,7 @@ from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 from tests.support.connections import connect
-from tests.support.task_instance import TaskInstance
+from tests.support.task_instance import StateStore, TaskInstance
 from tests.support.workloads import when_step
 
 
@@ -127,3 +127,33 @@ def test_the_result_checkpoint_is_read_with_the_tasks_own_google_connection(path
     task = training("own-gcp", steps=12, step_seconds="1", gcp_conn_id="my_gcp")
     result = task.execute({"ti": TaskInstance("dag", "own-gcp", "run-1")})
     assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 11  # MaxText saves the last step too
+
+
+def test_a_worker_dying_between_delete_and_create_leaves_the_retry_what_it_needs(pathways_cluster):
+    task_id = "crash-in-between"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    store = StateStore()
+    when_step(pathways_cluster, identity, 25, lambda pool: pathways_cluster.maintenance(pool, duration=600))
+    first_try = training(task_id)
+    submit = first_try.hook.create_or_adopt
+
+    def dies_before_the_next_attempt(manifest, task_key):
+        if manifest["metadata"]["name"] == identity.workload_name(attempt=1):
+            raise SystemExit("the worker died")
+        return submit(manifest, task_key)
+
+    first_try.hook.create_or_adopt = dies_before_the_next_attempt
+    with pytest.raises(SystemExit):
+        first_try.execute({"ti": TaskInstance("dag", task_id, "run-1"), "task_state_store": store})
+    assert not pathways_cluster.list("pathways-job.pathways.domain/v1", "PathwaysJob", "default", labels={TASK_KEY_LABEL: identity.key})
+
+    retry = training(task_id)
+    resumed = []
+    submit_again = retry.hook.create_or_adopt
+    retry.hook.create_or_adopt = lambda manifest, key: resumed.append(manifest) or submit_again(manifest, key)
+    result = retry.execute({"ti": TaskInstance("dag", task_id, "run-1", try_number=2), "task_state_store": store})
+    assert result["name"] == identity.workload_name(attempt=1), "the retry submits the next attempt, not attempt 0's name"
+    env = {e["name"]: e.get("value") for e in resumed[0]["spec"]["controller"]["template"]["spec"]["containers"][0].get("env", [])}
+    assert env.get("PATHWAYS_RESUME_STEP") in ("20", "30"), env
+    [disruption] = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+    assert disruption["kind"] == "MAINTENANCE" and disruption["workload"] == identity.workload_name()

@@ -17,7 +17,6 @@ import pytest
 
 from tests.support.chaos.plan import SLICE_LOSS_DETECTION, SPEED, TPU_POOLS
 from tests.support.chaos.report import RESULTS, summary
-from tests.support.connections import cluster_environment
 
 DEFAULT_SCENARIOS = 50
 DEFAULT_BASE_SEED = 8_000
@@ -62,18 +61,8 @@ def chaos_cluster(request: pytest.FixtureRequest):
     crds = request.config.getoption("--pathways-crds", default=None) or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     pools = [NodePool("default-pool", "n2-standard-64", nodes=3), *(tpu_pool(name, "ct5lp-hightpu-4t", "2x4") for name in TPU_POOLS)]
     cluster = LocalCluster(node_pools=pools, crds=[crds] if crds else None, speed=SPEED, slice_loss_detection=SLICE_LOSS_DETECTION)
-    with cluster:
-        environment = cluster_environment(cluster)
-        saved = {key: os.environ.get(key) for key in environment}
-        os.environ.update(environment)
-        try:
-            yield cluster
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with cluster, cluster.client_environment_set():
+        yield cluster
 
 
 def report_path(config: pytest.Config) -> Path:

@@ -28,15 +28,9 @@ def kubernetes_connection(*, path: str | None = None, content: str | None = None
 
 
 def cluster_environment(cluster: Any, kubeconfig: str | None = None) -> dict[str, str]:
-    """``KUBECONFIG``, ``STORAGE_EMULATOR_HOST`` and the default Kubernetes and Google Cloud
-    connections for ``cluster``, authenticating with ``kubeconfig`` (default: the cluster's admin)."""
-    kubeconfig = kubeconfig or cluster.kubeconfig
-    return {
-        "KUBECONFIG": kubeconfig,
-        "STORAGE_EMULATOR_HOST": cluster.gcs_endpoint,
-        "AIRFLOW_CONN_KUBERNETES_DEFAULT": kubernetes_connection(path=kubeconfig),
-        "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": GOOGLE_CLOUD_CONNECTION,
-    }
+    """The cluster's own :meth:`~pathways_airflow_testing.LocalCluster.client_environment`,
+    authenticating with ``kubeconfig`` (default: the cluster's admin)."""
+    return cluster.client_environment(kubeconfig)
 
 
 def connect(monkeypatch: pytest.MonkeyPatch, cluster: Any, kubeconfig: str | None = None) -> None:

@@ -18,6 +18,7 @@ dropped watches and history compaction — as methods of this class, also reacha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ import secrets
 import tempfile
 import threading
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
@@ -329,14 +330,17 @@ class LocalCluster:
         path.chmod(0o600)
         return str(path)
 
-    def client_environment(self) -> dict[str, str]:
+    def client_environment(self, kubeconfig: str | None = None) -> dict[str, str]:
         """What clients need to find this cluster, as environment variables: ``KUBECONFIG``,
         ``STORAGE_EMULATOR_HOST``, and the Airflow connections the provider uses by default
         (``kubernetes_default`` for the cluster; ``google_cloud_default``, anonymous, for the GCS
-        emulator), so ``airflow dags test`` and in-process tasks work with no other setup."""
+        emulator), so ``airflow dags test`` and in-process tasks work with no other setup.
+
+        ``kubeconfig``: authenticate with it instead of the admin's (a service account's, say)."""
+        kubeconfig = kubeconfig or self.kubeconfig
         env = {
-            "KUBECONFIG": self.kubeconfig,
-            "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": self.kubeconfig}}),
+            "KUBECONFIG": kubeconfig,
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": kubeconfig}}),
         }
         if self.gcs_endpoint:
             env["STORAGE_EMULATOR_HOST"] = self.gcs_endpoint
@@ -344,6 +348,21 @@ class LocalCluster:
                 {"conn_type": "google_cloud_platform", "extra": {"is_anonymous": True, "project": "local"}}
             )
         return env
+
+    @contextlib.contextmanager
+    def client_environment_set(self, kubeconfig: str | None = None) -> Iterator[dict[str, str]]:
+        """:meth:`client_environment` in ``os.environ`` for the block; what was there before comes back after."""
+        environment = self.client_environment(kubeconfig)
+        saved = {key: os.environ.get(key) for key in environment}
+        os.environ.update(environment)
+        try:
+            yield environment
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> str:
         """A kubeconfig that authenticates as ``system:serviceaccount:<namespace>:<name>``."""

@@ -32,15 +32,5 @@ def pathways_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
 
     crds = request.config.getoption("--pathways-crds") or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     cluster = LocalCluster(crds=[crds] if crds else None, speed=request.config.getoption("--pathways-speed"))
-    with cluster:
-        environment = cluster.client_environment()
-        saved = {key: os.environ.get(key) for key in environment}
-        os.environ.update(environment)
-        try:
-            yield cluster
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with cluster, cluster.client_environment_set():
+        yield cluster

@@ -96,3 +96,16 @@ def test_a_wait_that_ended_without_an_answer_fails_for_good_only_when_a_verb_was
     assert isinstance(refused, PermissionMissingError) and "was deleted" in str(refused)
     flaky = lost_track("train-0", WorkloadEvent("error", "train-0", message="TimeoutError"), "kubectl hint")
     assert type(flaky) is KubernetesApiError and "re-attaches" in str(flaky) and str(flaky).endswith("kubectl hint")
+
+
+def test_a_sensor_whose_watch_was_refused_fails_for_good_and_one_that_lost_the_api_may_retry():
+    from pathways_airflow.exceptions import KubernetesApiError, PermissionMissingError
+    from pathways_airflow.sensors import PathwaysJobSensor
+
+    sensor = PathwaysJobSensor(task_id="wait", name="train-0")
+    refused = {"status": "error", "name": "train-0", "message": "pods is forbidden", "forbidden": True}
+    with pytest.raises(PermissionMissingError, match="pods is forbidden"):
+        sensor.finish({}, refused)
+    with pytest.raises(KubernetesApiError, match="TimeoutError") as flaky:
+        sensor.finish({}, {"status": "error", "name": "train-0", "message": "TimeoutError"})
+    assert not isinstance(flaky.value, PermissionMissingError)

@@ -24,28 +24,35 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
 
 from airflow.sdk import BaseHook
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, Retrying
 
 from pathways_airflow import well_known
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
+from pathways_airflow.hooks.api import (
+    an_object,
+    api_error_message,
+    bounded_tail,
+    describe,
+    is_transient,
+    json_body,
+    object_path,
+    retry_after_seconds,
+    retry_options,
+    status_of,
+)
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.resources import NODE, POD, Resource, resource_of
-from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 if TYPE_CHECKING:
     from pathways_airflow.state.model import Observation
 
-TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
-MAX_ATTEMPTS = 8
-MAX_RETRY_AFTER = 60.0
 LOG_TAIL_LINES = 30
 """How many log lines a failure quotes: enough for a traceback, few enough to read."""
 LOG_TAIL_BYTES = 64 * 1024
 """At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
 can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
 messages and the task log."""
-LOG_LINE_CHARS = 2_000
 CLIENT_LIFETIME = 30 * 60.0
 """Async clients are rebuilt this often: the bearer tokens of GKE and of kubeconfig exec plugins
 last about an hour, and the loaders read them once."""
@@ -95,134 +102,6 @@ class ClusterTarget:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClusterTarget":
         return cls(**dict(data))
-
-
-# --- retries --------------------------------------------------------------------------------
-
-
-def _status_of(error: BaseException) -> int | None:
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
-
-
-def is_transient(error: BaseException) -> bool:
-    """Worth retrying: throttling, server errors, dropped or refused connections, timeouts."""
-    status = _status_of(error)
-    # The clients raise subclasses for some statuses (ServiceException for every 5xx,
-    # NotFoundException, ...): look for ApiException anywhere in the class hierarchy.
-    if status is not None and any(cls.__name__ == "ApiException" for cls in type(error).__mro__):
-        return status in TRANSIENT_STATUSES
-    import urllib3
-
-    try:
-        import aiohttp
-
-        network_errors: tuple[type[BaseException], ...] = (aiohttp.ClientError,)
-    except ImportError:  # pragma: no cover - aiohttp ships with the async client
-        network_errors = ()
-    return isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError, urllib3.exceptions.HTTPError, *network_errors))
-
-
-def retry_after_seconds(error: BaseException | None) -> float | None:
-    """The server's ``Retry-After`` for a 429 or 503, in seconds (capped), if it sent one."""
-    headers = getattr(error, "headers", None) or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
-    if value is None:
-        return None
-    try:
-        return min(MAX_RETRY_AFTER, max(0.0, float(value)))
-    except (TypeError, ValueError):
-        return None
-
-
-_backoff = wait_exponential_jitter(initial=0.5, max=30.0)
-
-
-def _wait(state: RetryCallState) -> float:
-    error = state.outcome.exception() if state.outcome else None
-    honoured = retry_after_seconds(error)
-    return honoured if honoured is not None else _backoff(state)
-
-
-def _retry_options(log: Any) -> dict[str, Any]:
-    def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "Kubernetes API call failed (%s); retry %d/%d in %.1fs",
-            _describe(error), state.attempt_number, MAX_ATTEMPTS - 1, state.next_action.sleep if state.next_action else 0,
-        )
-
-    return {
-        "retry": retry_if_exception(is_transient),
-        "wait": _wait,
-        "stop": stop_after_attempt(MAX_ATTEMPTS),
-        "reraise": True,
-        "before_sleep": before_sleep,
-    }
-
-
-def _describe(error: BaseException | None) -> str:
-    status = _status_of(error) if error else None
-    reason = getattr(error, "reason", None)
-    return f"HTTP {status} {reason or ''}".strip() if status else repr(error)
-
-
-def json_body(method: str, path: str, data: bytes) -> Any:
-    """A response's JSON, or a ``KubernetesApiError`` saying what came instead.
-
-    A proxy or load balancer in front of the API server may answer 200 with an HTML page, or cut
-    the body short: that is an API failure, reported as one, not a ``JSONDecodeError``.
-    """
-    if not data:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        text = data[:200].decode("utf-8", errors="replace")
-        raise KubernetesApiError(f"{method} {path}: the answer is not JSON: {text!r}") from None
-
-
-def an_object(method: str, path: str, body: Any) -> dict[str, Any]:
-    """The object a GET answered with. ``None`` means "not found" to callers, so an empty or
-    non-object 200 answer must never pass for one: it is an API failure."""
-    if not isinstance(body, dict):
-        raise KubernetesApiError(f"{method} {path}: the answer is not an object: {str(body)[:200]!r}")
-    return body
-
-
-def api_error_message(error: BaseException) -> str:
-    """The ``Status`` message of an API error, for messages users read."""
-    body = getattr(error, "body", None)
-    if body:
-        try:
-            return json.loads(body).get("message") or str(body)
-        except (TypeError, ValueError):
-            return str(body)
-    return _describe(error)
-
-
-def object_path(resource: Resource, namespace: str | None, name: Any, subresource: str | None = None) -> str:
-    """The URL of one object; refuses a name that would address something else.
-
-    Names are quoted into one path segment, but ``.`` and ``..`` are path segments of their own
-    (a client or proxy normalising the URL would turn a DELETE of ``..`` into a DELETE of the
-    collection), and an empty name addresses the collection itself. Kubernetes never names an
-    object so, so such a name is a caller's bug: refused before any request.
-    """
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "%" in name:
-        raise InvalidWorkloadSpec([SpecProblem("name", name, "is not a Kubernetes object name")])
-    if namespace is not None and (not isinstance(namespace, str) or namespace in ("", ".", "..") or "/" in namespace):
-        raise InvalidWorkloadSpec([SpecProblem("namespace", namespace, "is not a Kubernetes namespace name")])
-    return resource.path(namespace, name, subresource)
-
-
-def bounded_tail(text: str, lines: int) -> list[str]:
-    """The last ``lines`` lines of ``text``, each cut to ``LOG_LINE_CHARS`` characters with a note
-    of how much was left out (the bytes were already bounded by the request's ``limitBytes``)."""
-    return [
-        line if len(line) <= LOG_LINE_CHARS else f"{line[:LOG_LINE_CHARS]}… ({len(line) - LOG_LINE_CHARS} more characters)"
-        for line in text.splitlines()[-lines:]
-    ]
 
 
 @dataclass(frozen=True)
@@ -323,7 +202,7 @@ class PathwaysHook(BaseHook):
                 return data.decode("utf-8", errors="replace")
             return json_body(method, path, data)
 
-        for attempt in Retrying(**_retry_options(self.log)):
+        for attempt in Retrying(**retry_options(self.log)):
             with attempt:
                 return call()
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
@@ -333,7 +212,7 @@ class PathwaysHook(BaseHook):
         try:
             found = self.request("GET", path)
         except Exception as error:
-            if _status_of(error) == 404:
+            if status_of(error) == 404:
                 return None
             raise
         return an_object("GET", path, found)
@@ -364,7 +243,7 @@ class PathwaysHook(BaseHook):
             self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
-            if _status_of(error) == 404:
+            if status_of(error) == 404:
                 return False
             raise
 
@@ -377,8 +256,8 @@ class PathwaysHook(BaseHook):
         try:
             return Adoption(self.create(manifest), created=True)
         except Exception as error:
-            if _status_of(error) != 409:
-                if _status_of(error) in (400, 422):
+            if status_of(error) != 409:
+                if status_of(error) in (400, 422):
                     raise BadSpecError(f"the cluster refused the {manifest.get('kind')}: {api_error_message(error)}") from None
                 raise
         resource = resource_of(dict(manifest))
@@ -411,7 +290,7 @@ class PathwaysHook(BaseHook):
             try:
                 found = self.list(KUEUE_WORKLOAD, namespace, label_selector=f"{well_known.KUEUE_JOB_UID}={uid}")
             except Exception as error:  # Kueue not installed: no Workload to read
-                if _status_of(error) != 404:
+                if status_of(error) != 404:
                     raise
                 found = []
             kueue = kueue_workload_of(uid, found)
@@ -419,6 +298,16 @@ class PathwaysHook(BaseHook):
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.list(NODE, label_selector=label_selector)
+
+    def nodes_if_permitted(self) -> list[dict[str, Any]] | None:
+        """The cluster's nodes; ``None`` when this identity may not list them (no node then vouches
+        for anything: the callers treat that as "cannot tell")."""
+        try:
+            return self.list_nodes()
+        except Exception as error:
+            if status_of(error) == 403:
+                return None
+            raise
 
     def wait_gone(
         self, namespace: str, objects: Sequence[tuple[Resource, str]], pod_selectors: Sequence[str] = (), *, timeout: float, poll: float = 2.0
@@ -448,7 +337,7 @@ class PathwaysHook(BaseHook):
                 raw=True,
             )
         except Exception as error:
-            self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
+            self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
             return []
         return bounded_tail(text, lines)
 
@@ -556,7 +445,7 @@ class AsyncPathwaysHook(BaseHook):
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
-        async for attempt in AsyncRetrying(**_retry_options(self.log)):
+        async for attempt in AsyncRetrying(**retry_options(self.log)):
             with attempt:
                 response = await self._call(method, path, query, body, timeout=60, content_type=content_type)
                 try:
@@ -571,7 +460,7 @@ class AsyncPathwaysHook(BaseHook):
         try:
             found = await self.request("GET", path)
         except Exception as error:
-            if _status_of(error) == 404:
+            if status_of(error) == 404:
                 return None
             raise
         return an_object("GET", path, found)
@@ -593,7 +482,7 @@ class AsyncPathwaysHook(BaseHook):
             )
             return True
         except Exception as error:
-            if _status_of(error) == 404:
+            if status_of(error) == 404:
                 return False
             raise
 
@@ -602,7 +491,7 @@ class AsyncPathwaysHook(BaseHook):
             await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
-            if _status_of(error) == 404:
+            if status_of(error) == 404:
                 return False
             raise
 
@@ -663,7 +552,7 @@ class AsyncPathwaysHook(BaseHook):
                 finally:
                     response.release()
             except Exception as error:
-                self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, _describe(error))
+                self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
                 continue
             if text.strip():
                 return bounded_tail(text, lines)
@@ -677,6 +566,8 @@ __all__ = [
     "PathwaysHook",
     "api_error_message",
     "is_transient",
+    "object_path",
     "ownership_problem",
     "retry_after_seconds",
+    "status_of",
 ]

@@ -27,7 +27,7 @@ from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
-from pathways_airflow.state.submission import plan_submission
+from pathways_airflow.state.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
 from pathways_airflow.spec.arguments import exit_codes_problem, workload_placement_problems
@@ -333,9 +333,9 @@ class PathwaysJobOperator(ClusterOperator):
             self.log.info("%s already succeeded in an earlier try; returning its result", recorded["result"]["name"])
             return recorded["result"]
 
-        plan = plan_submission(self.hook.task_workloads(resource, self.namespace, identity.key), recorded.get("attempt"))
-        if plan.reason:
-            self.log.info("%s", plan.reason)
+        existing = self.hook.task_workloads(resource, self.namespace, identity.key)
+        plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None)
+        self.log.info("%s", plan.reason) if plan.reason else None
         for stale in plan.delete:
             self.hook.delete(resource, self.namespace, stale)
         if plan.user_error is not None and not self.retry_user_errors:

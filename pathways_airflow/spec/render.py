@@ -292,7 +292,8 @@ def _pathways_client_env() -> list[dict[str, Any]]:
     ]
 
 
-def _tpu_node_selector(workload: Workload) -> dict[str, str]:
+def tpu_node_selector(workload: Workload) -> dict[str, str]:
+    """The labels of the nodes a workload's TPU workers run on (also how a failure's slice is found)."""
     return {
         **workload.node_selector,
         well_known.ACCELERATOR: workload.machine_type.accelerator,
@@ -322,7 +323,7 @@ def _head_job(
         pod = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
         pod["containers"] = [{k: v for k, v in c.items() if k != "restartPolicy"} for c in sidecars]
     if workload.deployment_mode == "colocate_head_with_workers":
-        pod["nodeSelector"] = _tpu_node_selector(workload)
+        pod["nodeSelector"] = tpu_node_selector(workload)
         annotations: dict[str, str] = dict(workload.annotations)
     else:
         annotations = {**workload.annotations, well_known.EXCLUSIVE_TOPOLOGY: "kubernetes.io/hostname"}
@@ -397,7 +398,7 @@ def _worker_job(workload: Workload, name: str, policy: JobSetFailurePolicy) -> d
     pod: dict[str, Any] = {
         "hostNetwork": True,
         "dnsPolicy": "ClusterFirstWithHostNet",
-        "nodeSelector": _tpu_node_selector(workload),
+        "nodeSelector": tpu_node_selector(workload),
         "containers": [worker_container],
         "volumes": [{"name": "shared-tmp", "hostPath": {"path": "/tmp", "type": "DirectoryOrCreate"}}],
     }

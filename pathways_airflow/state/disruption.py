@@ -17,7 +17,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.state.conditions import condition, true_condition
 from pathways_airflow import well_known
-from pathways_airflow.spec.render import WORKER_JOB, XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.spec.errors import InvalidWorkloadSpec
+from pathways_airflow.spec.parse import workload_from_pathwaysjob
+from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, WORKER_JOB, XPK_SYSTEM_EXIT_CODES, tpu_node_selector
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
@@ -159,8 +161,14 @@ def classify(
     jobset: Mapping[str, Any] | None = None,
     kueue_workload: Mapping[str, Any] | None = None,
     exit_codes: ExitCodePolicy = ExitCodePolicy(),
+    recorded: "Classification | None" = None,
 ) -> Classification:
-    """The verdict on why the workload's current attempt stopped."""
+    """The verdict on why the workload's current attempt stopped.
+
+    ``recorded`` is a disruption a watcher saw during this attempt and wrote on the workload
+    (:mod:`pathways_airflow.state.verdicts`): its pods may be gone since, and it outranks the
+    head's exit code as any other disruption evidence does.
+    """
     if kueue_workload is not None:
         for type_ in ("Evicted", "Preempted"):
             found = true_condition(kueue_workload, type_)
@@ -198,6 +206,9 @@ def classify(
     for sign in lost_workers(current_jobs, current):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
+    if recorded is not None and recorded.verdict.is_disruption:
+        evidence.extend(recorded.evidence)
+        verdicts.append(recorded.verdict)
     if verdicts:
         for preferred in (Verdict.MAINTENANCE, Verdict.PREEMPTION, Verdict.SLICE_FAILURE, Verdict.UNKNOWN_INFRA):
             if preferred in verdicts:
@@ -218,7 +229,8 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values()):
+    started = ((jobset or {}).get("metadata") or {}).get("creationTimestamp")
+    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values(), since=started):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
@@ -226,16 +238,47 @@ def classify(
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
 
 
-def slice_nodes_disrupted(jobset: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether any node the workers could run on (their node selector: accelerator and topology)
-    shows a disruption now. When the lost workers' pods and Jobs were never seen (a triggerer
-    restarted, a watch relisted), their slice's nodes are what is left to say so."""
-    replicated = ((jobset or {}).get("spec") or {}).get("replicatedJobs") or ()
+def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str] | None:
+    """The labels of the nodes the workload's TPU workers run on, or ``None`` when it cannot say.
+
+    A JobSet's worker template carries them; a PathwaysJob names a machine type and a topology,
+    which select the same nodes its controller's JobSet will (:func:`~pathways_airflow.spec.render.tpu_node_selector`).
+    """
+    if (workload or {}).get("kind") == "PathwaysJob":
+        try:
+            return tpu_node_selector(workload_from_pathwaysjob(workload)[0])
+        except (InvalidWorkloadSpec, TypeError, ValueError, AttributeError, KeyError, IndexError):
+            return None
+    replicated = ((workload or {}).get("spec") or {}).get("replicatedJobs") or ()
     worker = next((r for r in replicated if r.get("name") == WORKER_JOB), None)
     pod_spec = ((((worker or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    selector = pod_spec.get("nodeSelector") or {}
+    return pod_spec.get("nodeSelector") or {}
+
+
+def changed_since(node: Mapping[str, Any], since: str) -> bool:
+    """Whether the node joined, or its ``Ready`` status flipped, after ``since`` (RFC 3339).
+
+    A node that went down and came back is Ready again with nothing else to show for it; the
+    time of its last ``Ready`` transition (or a replacement node's creation) is the trace it keeps.
+    """
+    ready = condition(node, "Ready") or {}
+    created = (node.get("metadata") or {}).get("creationTimestamp")
+    return any(isinstance(t, str) and t > since for t in (ready.get("lastTransitionTime"), created))
+
+
+def slice_nodes_disrupted(
+    workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]], since: str | None = None
+) -> bool:
+    """Whether any node the workers could run on (their node selector: accelerator and topology)
+    shows a disruption now, or went down and came back after ``since``. When the lost workers'
+    pods and Jobs were never seen (a triggerer restarted, a watch relisted), their slice's nodes
+    are what is left to say so. A workload whose nodes cannot be told counts as disrupted: no
+    node then vouches for a bug."""
+    selector = worker_node_selector(workload)
+    if selector is None:
+        return True
     return any(
-        node_disruption(node) is not None
+        node_disruption(node) is not None or (since is not None and changed_since(node, since))
         for node in nodes
         if all(_labels(node).get(key) == value for key, value in selector.items())
     )
@@ -250,8 +293,12 @@ def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
     (kubernetes-sigs/jobset ``messageWithFirstFailedJob``). Asked only once no pod, node or Job
     showed a disruption, and only when the nodes of the workers' slice shape are healthy
     (:func:`slice_nodes_disrupted`): a lost slice also makes the head fail first, as JAX notices.
+
+    Not asked of a JobSet that carries the user-error failure policy rule (the ``jobset``
+    backend): that rule already fails it on the user's exit codes, so a head that failed first
+    without the rule firing exited with a system code.
     """
-    if not jobset:
+    if not jobset or has_the_user_error_rule(jobset):
         return None
     failed = true_condition(jobset, "Failed")
     found = FIRST_FAILED_JOB.search((failed or {}).get("message") or "")
@@ -259,6 +306,12 @@ def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
     if found and name and found.group(1).startswith(f"{name}-{HEAD_JOB}-"):
         return found.group(1)
     return None
+
+
+def has_the_user_error_rule(jobset: Mapping[str, Any]) -> bool:
+    """Whether the JobSet's failure policy tells the user's exit codes apart (:data:`USER_ERROR_RULE_NAME`)."""
+    rules = (((jobset.get("spec") or {}).get("failurePolicy")) or {}).get("rules") or ()
+    return any(isinstance(rule, Mapping) and rule.get("name") == USER_ERROR_RULE_NAME for rule in rules)
 
 
 def worth_a_second_look(classification: Classification) -> bool:

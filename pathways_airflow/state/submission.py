@@ -5,43 +5,21 @@ operator lists the workloads carrying its task key and asks :func:`plan_submissi
 is re-attached (a retry, or a worker that crashed after submitting); a succeeded one is reused;
 a finished, failed one is not reused — the next attempt gets a new name — and is deleted.
 
-Unless the user's own program failed it: the trigger that saw a workload fail writes its verdict
-on the workload (:data:`ENDED_BY_ANNOTATION`) before reporting, so a retry that finds the
-failure without that report (the worker died before acting on it) still never resubmits a
-deterministic bug.
+Unless the user's own program failed it: what the triggers recorded on the workload and what the
+cluster still shows decide that (:mod:`pathways_airflow.state.verdicts`), so a retry that finds
+the failure without a trigger's report (the worker died before acting on it, or nobody watched)
+never resubmits a deterministic bug.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from pathways_airflow.spec.names import ATTEMPT_LABEL, LABEL_PREFIX
-from pathways_airflow.state.conditions import condition, conditions
+from pathways_airflow.spec.names import ATTEMPT_LABEL
+from pathways_airflow.state.conditions import conditions
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.status import failed_by_the_user_error_rule
-
-ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
-"""``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""
-
-
-def ended_by_annotation(verdict: str, evidence: Sequence[str]) -> dict[str, str]:
-    """The annotation recording a classified stop (a few lines of evidence, kept short)."""
-    return {ENDED_BY_ANNOTATION: json.dumps({"verdict": verdict, "evidence": [e[:300] for e in evidence[:3]]})}
-
-
-def ended_by(obj: Mapping[str, Any]) -> tuple[str, list[str]] | None:
-    """The recorded verdict and evidence of a stopped workload, if a trigger recorded one."""
-    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ENDED_BY_ANNOTATION)
-    try:
-        data = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("verdict"), str):
-        return None
-    evidence = data.get("evidence")
-    return data["verdict"], [str(e) for e in evidence] if isinstance(evidence, list) else []
+from pathways_airflow.state.verdicts import ended_by, verdict_after_the_fact
 
 
 def finished_as(obj: Mapping[str, Any]) -> str | None:
@@ -57,20 +35,17 @@ def finished_as(obj: Mapping[str, Any]) -> str | None:
     return terminal if terminal in ("Completed", "Failed") else None
 
 
-def users_error(obj: Mapping[str, Any]) -> str | None:
-    """Why a finished workload counts as the user's bug, if it does: a trigger's recorded verdict,
-    or the JobSet's own failure policy ruling it so.
+def users_error(obj: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] | None = None) -> str | None:
+    """Why a finished workload counts as the user's bug, if it does (:func:`verdict_after_the_fact`)."""
+    verdict = verdict_after_the_fact(obj, nodes)
+    return "; ".join(verdict.evidence[:2]) if verdict.verdict is Verdict.USER_ERROR else None
 
-    The second matters when the bug struck while no trigger was watching (between a cancelled
-    trigger and the next try): the JobSet still says why it failed, and "no verdict of ours"
-    must not read as "resubmit".
-    """
-    verdict = ended_by(obj)
-    if verdict is not None and verdict[0] == Verdict.USER_ERROR.value:
-        return "; ".join(verdict[1][:2])
-    if obj.get("kind") == "JobSet" and failed_by_the_user_error_rule(obj):
-        return str((condition(obj, "Failed") or {}).get("message", ""))[:300]
-    return None
+
+def needs_nodes(existing: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether :func:`plan_submission` needs the nodes: the newest workload failed, and no trigger
+    recorded why (only then may the nodes have to vouch that the user's program failed first)."""
+    newest = sorted(existing, key=attempt_of)[-1:]
+    return bool(newest) and finished_as(newest[0]) == "Failed" and ended_by(newest[0]) is None
 
 
 def attempt_of(obj: Mapping[str, Any]) -> int:
@@ -91,8 +66,13 @@ class SubmissionPlan:
     """The newest workload, when the user's program failed it in an earlier try."""
 
 
-def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int | None = None) -> SubmissionPlan:
-    """Decide from the task's own workloads (found by its task-key label)."""
+def plan_submission(
+    existing: Sequence[Mapping[str, Any]],
+    recorded_attempt: int | None = None,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+) -> SubmissionPlan:
+    """Decide from the task's own workloads (found by its task-key label) and the cluster's nodes
+    (``None`` when they could not be read), which say whether a failure nobody watched was a bug."""
     ordered = sorted(existing, key=attempt_of)
     live = [o for o in ordered if finished_as(o) is None and not (o.get("metadata") or {}).get("deletionTimestamp")]
     if live:
@@ -111,7 +91,7 @@ def plan_submission(existing: Sequence[Mapping[str, Any]], recorded_attempt: int
                 attempt_of(newest), reuse=newest, reason=f"{newest['metadata']['name']} already succeeded in an earlier try"
             )
         finished = tuple(o["metadata"]["name"] for o in ordered)
-        said = users_error(newest)
+        said = users_error(newest, nodes)
         if said is not None:
             return SubmissionPlan(
                 attempt_of(newest),

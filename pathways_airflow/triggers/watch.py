@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, _status_of
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -196,12 +196,12 @@ class SharedWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                if _status_of(error) == 404 and not self.synced.is_set():
+                if status_of(error) == 404 and not self.synced.is_set():
                     self.absent = True
                     self.synced.set()
                     self._notify()
                     return
-                if _status_of(error) == 403:
+                if status_of(error) == 403:
                     # RBAC will not change by retrying fast: say so once, loudly, and let every
                     # waiter fail at once; keep trying slowly in case the verb is granted.
                     if not self.forbidden:

@@ -23,8 +23,16 @@ from pathways_airflow.state.disruption import Classification, classify, pod_disr
 from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
-from pathways_airflow.state.status import failed_container, has_reached, head_pod, transition_line, workload_state
-from pathways_airflow.state.submission import ended_by_annotation
+from pathways_airflow.state.status import (
+    current_attempt,
+    failed_container,
+    has_reached,
+    head_pod,
+    pods_of_current_attempt,
+    transition_line,
+    workload_state,
+)
+from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
 
@@ -88,6 +96,11 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
     return watches
 
 
+def _top(observation: Observation) -> dict[str, Any] | None:
+    """The object the task submitted (PathwaysJob or JobSet): where the triggers record what they saw."""
+    return observation.pathwaysjob if observation.backend == "pathwaysjob" else observation.jobset
+
+
 class PathwaysJobTrigger(KillableTrigger):
     """Wait until a PathwaysJob or JobSet has finished (or the task's time is up)."""
 
@@ -121,6 +134,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
         Jobs, and the counts they held then are the evidence of lost workers."""
+        self._disruptions_recorded: set[int] = set()
+        """The JobSet restart attempts whose disruption is already written on the workload."""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -177,6 +192,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 self._remember_live_jobs(observation)
                 state = workload_state(observation)
                 await self._capture_failure(observation)
+                await self._record_disruption_seen(observation)
                 await self._note_progress(observation, previous, state)
                 line = transition_line(previous, state)
                 if line:
@@ -270,13 +286,34 @@ class PathwaysJobTrigger(KillableTrigger):
                 self._live_jobs[job["metadata"]["name"]] = job
 
     async def _classify(self, observation: Observation) -> Classification:
-        """Why it stopped: the pods and Jobs as last seen (deleted ones too), the nodes now."""
+        """Why it stopped: the pods and Jobs as last seen (deleted ones too), the nodes now, and
+        a disruption an earlier trigger saw during this attempt and wrote on the workload."""
         nodes = await AsyncPathwaysHook(self.cluster).list_nodes()
         seen = {j["metadata"]["name"]: j for j in observation.jobs}
         jobs = list({**seen, **self._live_jobs}.values())
+        recorded = disruption_seen(_top(observation), current_attempt(observation))
         return classify(
-            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset, kueue_workload=observation.kueue_workload
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset,
+            kueue_workload=observation.kueue_workload, recorded=recorded,
         )
+
+    async def _record_disruption_seen(self, observation: Observation) -> None:
+        """Write a disruption onto the workload the moment its pods show one.
+
+        The pods that show it are soon gone, and this trigger may be cancelled (a triggerer
+        restart, a hand-over) before the workload fails: the next trigger, or the task's retry,
+        then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`).
+        """
+        attempt = current_attempt(observation)
+        if attempt in self._disruptions_recorded or self.until_phase is not None:
+            return
+        if not any(pod_disruption(p) for p in pods_of_current_attempt(observation)):
+            return
+        self._disruptions_recorded.add(attempt)
+        classification = await self._classify(observation)
+        if not classification.verdict.is_disruption:
+            return
+        await self._annotate(disruption_seen_annotation(attempt, classification), "the disruption seen")
 
     async def _record_verdict(self, classification: Classification) -> None:
         """Write why it stopped onto the workload before reporting it.
@@ -287,15 +324,14 @@ class PathwaysJobTrigger(KillableTrigger):
         """
         if self.until_phase is not None:
             return
+        await self._annotate(ended_by_annotation(classification.verdict.value, classification.evidence), "the verdict")
+
+    async def _annotate(self, annotations: dict[str, str], what: str) -> None:
+        """Best effort: what the annotation records also travels in this trigger's event."""
         try:
-            await AsyncPathwaysHook(self.cluster).annotate(
-                workload_resource(self.backend),
-                self.namespace,
-                self.name,
-                ended_by_annotation(classification.verdict.value, classification.evidence),
-            )
+            await AsyncPathwaysHook(self.cluster).annotate(workload_resource(self.backend), self.namespace, self.name, annotations)
         except Exception as error:
-            self.log.warning("could not record the verdict on %s/%s: %s", self.namespace, self.name, error)
+            self.log.warning("could not record %s on %s/%s: %s", what, self.namespace, self.name, error)
 
     def _reached(self, state: WorkloadState) -> bool:
         """A sensor's target (:func:`~pathways_airflow.state.status.has_reached`): ``RUNNING`` means every slice ready."""

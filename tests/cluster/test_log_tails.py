@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pathways_airflow.hooks.pathways import LOG_LINE_CHARS, LOG_TAIL_BYTES, AsyncPathwaysHook, PathwaysHook
+from pathways_airflow.hooks.api import LOG_LINE_CHARS
+from pathways_airflow.hooks.pathways import LOG_TAIL_BYTES, AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.resources import POD
 
 HUGE = 8 * 1024 * 1024

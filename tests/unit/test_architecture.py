@@ -45,9 +45,6 @@ MODULE_ALLOWANCES = {
     # Three operators (deploy, benchmark, teardown) and their shared server base: every decision
     # is in spec.serving/spec.benchmark/state.serving, what is left is their acts, in one place.
     "operators.inference": 950,
-    # The sync and async hooks side by side (twins that should share their request building),
-    # plus wait_gone, the one wait for deleted objects and their pods.
-    "hooks.pathways": 682,
     # One state machine over PathwaysJob, JobSet, pods and Kueue; splitting it would split a rule.
     # It also holds has_reached, the one "has the sensor's phase been reached" for sensor and trigger.
     "state.status": 654,

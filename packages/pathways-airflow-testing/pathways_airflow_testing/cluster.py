@@ -599,8 +599,8 @@ class LocalCluster:
         ``cloud.google.com/scheduled-maintenance-time`` appears ``notice`` simulated seconds
         ahead; then the nodes get ``cloud.google.com/active-node-maintenance`` and the
         ``impending-node-termination`` taint, their pods are shut down (``DisruptionTarget``,
-        ``Failed``/``Terminated``, exit 143 after their grace period), and after ``duration`` the
-        nodes come back clean. With ``wait`` this returns once the pods are down.
+        ``Failed``/``Terminated``, exit 143 after their grace period), the stopped VMs' nodes go
+        ``Ready=Unknown``, and after ``duration`` the nodes come back clean and Ready. With ``wait`` this returns once the pods are down.
         """
         self._pool_nodes(node_pool)
         started = threading.Event()
@@ -618,9 +618,11 @@ class LocalCluster:
 
             self._update_nodes(node_pool, begin)
             await self._terminate_pods_on(node_pool, "TerminationByKubelet", grace=grace)
+            # The TPU VMs stop for the maintenance: their kubelets stop posting status.
+            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeStatusUnknown", self.clock.timestamp()))
             started.set()
             await self.clock.sleep(duration)
-            self._update_nodes(node_pool, _clear_maintenance)
+            self._update_nodes(node_pool, lambda n: (_clear_maintenance(n), _set_ready(n, True, "KubeletReady", self.clock.timestamp())))
 
         self.call(lambda: self._spawn(run()))
         if wait:
@@ -634,10 +636,10 @@ class LocalCluster:
         async def run() -> None:
             self._update_nodes(node_pool, lambda n: n["spec"].__setitem__("taints", [*(n["spec"].get("taints") or []), {"key": IMPENDING_TERMINATION_TAINT, "value": "true", "effect": "NoSchedule"}]))
             await self._terminate_pods_on(node_pool, "TerminationByKubelet", grace=15.0)
-            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeShutdown"))
+            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeShutdown", self.clock.timestamp()))
             started.set()
             await self.clock.sleep(downtime)
-            self._update_nodes(node_pool, lambda n: (_clear_maintenance(n), _set_ready(n, True, "KubeletReady")))
+            self._update_nodes(node_pool, lambda n: (_clear_maintenance(n), _set_ready(n, True, "KubeletReady", self.clock.timestamp())))
 
         self.call(lambda: self._spawn(run()))
         if wait:
@@ -649,11 +651,11 @@ class LocalCluster:
         started = threading.Event()
 
         async def run() -> None:
-            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeStatusUnknown"))
+            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeStatusUnknown", self.clock.timestamp()))
             await self._terminate_pods_on(node_pool, "DeletionByTaintManager", grace=0.0, delete=True)
             started.set()
             await self.clock.sleep(downtime)
-            self._update_nodes(node_pool, lambda n: _set_ready(n, True, "KubeletReady"))
+            self._update_nodes(node_pool, lambda n: _set_ready(n, True, "KubeletReady", self.clock.timestamp()))
 
         self.call(lambda: self._spawn(run()))
         if wait:
@@ -747,8 +749,14 @@ def _clear_maintenance(node: dict[str, Any]) -> None:
     node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
 
 
-def _set_ready(node: dict[str, Any], ready: bool, reason: str) -> None:
+def _set_ready(node: dict[str, Any], ready: bool, reason: str, now: str) -> None:
+    """The node's ``Ready`` condition, its ``lastTransitionTime`` moved only when the status flips
+    (as the node lifecycle controller and the kubelet write it): the trace a recovered node keeps."""
     status = node.setdefault("status", {})
-    status["conditions"] = [
-        {"type": "Ready", "status": "True" if ready else "Unknown", "reason": reason, "message": reason}
-    ]
+    previous = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), {})
+    value = "True" if ready else "Unknown"
+    since = previous.get("lastTransitionTime") if previous.get("status") == value else now
+    ready_condition = {"type": "Ready", "status": value, "reason": reason, "message": reason}
+    if since:
+        ready_condition["lastTransitionTime"] = since
+    status["conditions"] = [ready_condition]

@@ -1,0 +1,151 @@
+"""How the hooks talk to the Kubernetes API: which failures are retried and how, what an answer must
+look like, the path of an object, and how much of a log is kept.
+
+Shared by :class:`~pathways_airflow.hooks.pathways.PathwaysHook` and its async twin, so both
+retry the same failures the same way and refuse the same malformed answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from pathways_airflow.exceptions import KubernetesApiError
+from pathways_airflow.resources import Resource
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+
+TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
+MAX_ATTEMPTS = 8
+MAX_RETRY_AFTER = 60.0
+LOG_LINE_CHARS = 2_000
+
+
+# --- retries --------------------------------------------------------------------------------
+
+
+def status_of(error: BaseException) -> int | None:
+    status = getattr(error, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth retrying: throttling, server errors, dropped or refused connections, timeouts."""
+    status = status_of(error)
+    # The clients raise subclasses for some statuses (ServiceException for every 5xx,
+    # NotFoundException, ...): look for ApiException anywhere in the class hierarchy.
+    if status is not None and any(cls.__name__ == "ApiException" for cls in type(error).__mro__):
+        return status in TRANSIENT_STATUSES
+    import urllib3
+
+    try:
+        import aiohttp
+
+        network_errors: tuple[type[BaseException], ...] = (aiohttp.ClientError,)
+    except ImportError:  # pragma: no cover - aiohttp ships with the async client
+        network_errors = ()
+    return isinstance(error, (ConnectionError, TimeoutError, asyncio.TimeoutError, urllib3.exceptions.HTTPError, *network_errors))
+
+
+def retry_after_seconds(error: BaseException | None) -> float | None:
+    """The server's ``Retry-After`` for a 429 or 503, in seconds (capped), if it sent one."""
+    headers = getattr(error, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if value is None:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        return None
+
+
+_backoff = wait_exponential_jitter(initial=0.5, max=30.0)
+
+
+def _wait(state: RetryCallState) -> float:
+    error = state.outcome.exception() if state.outcome else None
+    honoured = retry_after_seconds(error)
+    return honoured if honoured is not None else _backoff(state)
+
+
+def retry_options(log: Any) -> dict[str, Any]:
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "Kubernetes API call failed (%s); retry %d/%d in %.1fs",
+            describe(error), state.attempt_number, MAX_ATTEMPTS - 1, state.next_action.sleep if state.next_action else 0,
+        )
+
+    return {
+        "retry": retry_if_exception(is_transient),
+        "wait": _wait,
+        "stop": stop_after_attempt(MAX_ATTEMPTS),
+        "reraise": True,
+        "before_sleep": before_sleep,
+    }
+
+
+def describe(error: BaseException | None) -> str:
+    status = status_of(error) if error else None
+    reason = getattr(error, "reason", None)
+    return f"HTTP {status} {reason or ''}".strip() if status else repr(error)
+
+
+def json_body(method: str, path: str, data: bytes) -> Any:
+    """A response's JSON, or a ``KubernetesApiError`` saying what came instead.
+
+    A proxy or load balancer in front of the API server may answer 200 with an HTML page, or cut
+    the body short: that is an API failure, reported as one, not a ``JSONDecodeError``.
+    """
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        text = data[:200].decode("utf-8", errors="replace")
+        raise KubernetesApiError(f"{method} {path}: the answer is not JSON: {text!r}") from None
+
+
+def an_object(method: str, path: str, body: Any) -> dict[str, Any]:
+    """The object a GET answered with. ``None`` means "not found" to callers, so an empty or
+    non-object 200 answer must never pass for one: it is an API failure."""
+    if not isinstance(body, dict):
+        raise KubernetesApiError(f"{method} {path}: the answer is not an object: {str(body)[:200]!r}")
+    return body
+
+
+def api_error_message(error: BaseException) -> str:
+    """The ``Status`` message of an API error, for messages users read."""
+    body = getattr(error, "body", None)
+    if body:
+        try:
+            return json.loads(body).get("message") or str(body)
+        except (TypeError, ValueError):
+            return str(body)
+    return describe(error)
+
+
+def object_path(resource: Resource, namespace: str | None, name: Any, subresource: str | None = None) -> str:
+    """The URL of one object; refuses a name that would address something else.
+
+    Names are quoted into one path segment, but ``.`` and ``..`` are path segments of their own
+    (a client or proxy normalising the URL would turn a DELETE of ``..`` into a DELETE of the
+    collection), and an empty name addresses the collection itself. Kubernetes never names an
+    object so, so such a name is a caller's bug: refused before any request.
+    """
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "%" in name:
+        raise InvalidWorkloadSpec([SpecProblem("name", name, "is not a Kubernetes object name")])
+    if namespace is not None and (not isinstance(namespace, str) or namespace in ("", ".", "..") or "/" in namespace):
+        raise InvalidWorkloadSpec([SpecProblem("namespace", namespace, "is not a Kubernetes namespace name")])
+    return resource.path(namespace, name, subresource)
+
+
+def bounded_tail(text: str, lines: int) -> list[str]:
+    """The last ``lines`` lines of ``text``, each cut to ``LOG_LINE_CHARS`` characters with a note
+    of how much was left out (the bytes were already bounded by the request's ``limitBytes``)."""
+    return [
+        line if len(line) <= LOG_LINE_CHARS else f"{line[:LOG_LINE_CHARS]}… ({len(line) - LOG_LINE_CHARS} more characters)"
+        for line in text.splitlines()[-lines:]
+    ]

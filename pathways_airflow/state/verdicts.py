@@ -1,0 +1,129 @@
+"""What the workload itself keeps of why it stopped, and the verdict on a failure nobody watched. Pure.
+
+A trigger sees a failure as it happens; a retry, a re-created trigger or a worker that died
+before acting on an event sees only what is left afterwards, and by then the pods that showed
+why are usually gone. So the triggers write what they saw onto the workload, in two annotations:
+
+* :data:`ENDED_BY_ANNOTATION`, the verdict on a finished workload, written before the event that
+  reports it;
+* :data:`DISRUPTION_SEEN_ANNOTATION`, a disruption seen while the workload still ran (a slice's
+  pods shut down, workers lost), written at once: the trigger that saw it may be cancelled
+  before the workload fails.
+
+:func:`verdict_after_the_fact` reads them, then what the cluster still shows, in one order.
+"No evidence" never reads as "the user's bug", and never as "resubmit" when the workload's own
+status names the user's program as what failed first on healthy nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Sequence
+
+from pathways_airflow.spec.names import LABEL_PREFIX
+from pathways_airflow.state.conditions import condition
+from pathways_airflow.state.disruption import (
+    NO_EVIDENCE,
+    Classification,
+    Verdict,
+    head_failed_first,
+    slice_nodes_disrupted,
+)
+from pathways_airflow.state.status import failed_by_the_user_error_rule, restarts_of
+
+ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
+"""``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""
+
+DISRUPTION_SEEN_ANNOTATION = f"{LABEL_PREFIX}/disruption-seen"
+"""``{"restart": 0, "verdict": "SLICE_FAILURE", "evidence": [...]}``: a disruption seen during
+restart attempt ``restart`` of the JobSet, before it ended."""
+
+MAX_EVIDENCE = 3
+MAX_EVIDENCE_CHARS = 300
+
+
+def _short(evidence: Sequence[str]) -> list[str]:
+    return [e[:MAX_EVIDENCE_CHARS] for e in evidence[:MAX_EVIDENCE]]
+
+
+def _annotation(obj: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("verdict"), str):
+        return None
+    return data
+
+
+def _evidence(data: Mapping[str, Any]) -> list[str]:
+    evidence = data.get("evidence")
+    return [str(e) for e in evidence] if isinstance(evidence, list) else []
+
+
+def ended_by_annotation(verdict: str, evidence: Sequence[str]) -> dict[str, str]:
+    """The annotation recording a classified stop (a few lines of evidence, kept short)."""
+    return {ENDED_BY_ANNOTATION: json.dumps({"verdict": verdict, "evidence": _short(evidence)})}
+
+
+def ended_by(obj: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+    """The recorded verdict and evidence of a stopped workload, if a trigger recorded one."""
+    data = _annotation(obj, ENDED_BY_ANNOTATION)
+    return None if data is None else (data["verdict"], _evidence(data))
+
+
+def disruption_seen_annotation(restart: int, classification: Classification) -> dict[str, str]:
+    """The annotation recording a disruption seen during JobSet restart attempt ``restart``."""
+    data = {"restart": restart, "verdict": classification.verdict.value, "evidence": _short(classification.evidence)}
+    return {DISRUPTION_SEEN_ANNOTATION: json.dumps(data)}
+
+
+def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None) -> Classification | None:
+    """The disruption a trigger saw during restart attempt ``restart``, if one was recorded.
+
+    One of an earlier attempt says nothing of this one: the JobSet recovered from it. A
+    PathwaysJob does not say which attempt its JobSet is on (``restart`` is ``None``): any counts.
+    """
+    data = _annotation(obj or {}, DISRUPTION_SEEN_ANNOTATION)
+    if data is None or (restart is not None and data.get("restart") != restart):
+        return None
+    try:
+        verdict = Verdict(data["verdict"])
+    except ValueError:
+        return None
+    if not verdict.is_disruption:
+        return None
+    evidence = tuple(f"seen while it ran: {e}" for e in _evidence(data))
+    return Classification(verdict, evidence or (f"seen while it ran: {verdict.value}",))
+
+
+def verdict_after_the_fact(
+    workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] | None
+) -> Classification:
+    """Why a finished, failed workload stopped, read afterwards from the workload and the nodes now.
+
+    In order: the verdict a trigger recorded; a disruption a trigger saw during its last restart
+    attempt; the ``jobset`` backend's failure policy ruling a user error; the JobSet (or the
+    PathwaysJob, which repeats its message) naming the head as the first to fail while no node of
+    the workers' slice shape is disrupted or has gone down and come back since the workload was
+    created (``nodes`` is ``None`` when they could not be read: then no node vouches for a bug).
+    Anything else is a disruption nobody could see: resubmitting, and resuming, is the answer.
+    """
+    recorded = ended_by(workload)
+    if recorded is not None and recorded[0] in Verdict.__members__:
+        return Classification(Verdict(recorded[0]), tuple(recorded[1]))
+    seen = disruption_seen(workload, None if workload.get("kind") == "PathwaysJob" else restarts_of(workload))
+    if seen is not None:
+        return seen
+    said = str((condition(workload, "Failed") or {}).get("message", ""))[:MAX_EVIDENCE_CHARS]
+    if workload.get("kind") == "JobSet" and failed_by_the_user_error_rule(workload):
+        return Classification(Verdict.USER_ERROR, (said,))
+    head = head_failed_first(workload)
+    created = (workload.get("metadata") or {}).get("creationTimestamp")
+    if head is not None and nodes is not None and not slice_nodes_disrupted(workload, nodes, since=created):
+        return Classification(
+            Verdict.USER_ERROR,
+            (f"the first failed job is the head's ({head}), and no node of its slice shape went down since it started",),
+        )
+    return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))

@@ -246,3 +246,15 @@ def summary(verdicts: list[Verdict], deleted: list[Verdict]) -> dict[str, Any]:
         "chips_freed": chips_freed(deleted),
         "kept": sum(1 for v in verdicts if not v.delete),
     }
+
+
+def sweep_summary(verdicts: list[Verdict], deleted: list[Verdict], left: list[str], *, acting: bool) -> str:
+    """The sweep's last line: how many orphans, how many chips, and anything still terminating."""
+    orphans = [v for v in verdicts if v.delete]
+    if not acting:
+        return (
+            f"dry run: {len(orphans)} of {len(verdicts)} workloads are orphans holding "
+            f"{chips_freed(orphans)} TPU chips; nothing deleted"
+        )
+    line = f"deleted {len(deleted)} of {len(verdicts)} workloads, freeing {chips_freed(deleted)} TPU chips"
+    return line + (f"; still terminating: {', '.join(left)}" if left else "")

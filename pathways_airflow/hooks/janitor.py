@@ -7,6 +7,7 @@ through :class:`~pathways_airflow.hooks.pathways.PathwaysHook` (its retries, its
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -38,6 +39,23 @@ def managed_workloads(hook: PathwaysHook, namespace: str | None) -> list[dict[st
         # A list's items carry no kind or apiVersion: put them back, the rule reads the kind.
         found.extend({**item, "kind": resource.kind, "apiVersion": resource.api_version} for item in items)
     return found
+
+
+def server_time(hook: PathwaysHook) -> dt.datetime:
+    """The API server's time (the ``Date`` of its answer to ``GET /version``), else this machine's.
+
+    Workload ages are measured on the clock that wrote their ``creationTimestamp``, so a skewed
+    clock where the janitor runs can never make a fresh workload look older than the grace period.
+    """
+    try:
+        response = hook.api_client.call_api(
+            "/version", "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            _preload_content=False, _return_http_data_only=True,
+        )
+        return email.utils.parsedate_to_datetime(response.headers["Date"])
+    except Exception as error:  # no Date, or no answer: the listing that follows will say why
+        hook.log.info("the API server's time is unknown (%s): ages are measured on this machine's clock", error)
+        return dt.datetime.now(dt.timezone.utc)
 
 
 def delete_orphans(hook: PathwaysHook, orphans: Sequence[Verdict], *, wait_seconds: float) -> tuple[list[Verdict], list[str]]:
@@ -82,9 +100,9 @@ def sweep(
     wait_seconds: float = 300.0,
 ) -> Sweep:
     """List our workloads, ask Airflow (``ask``) about their task instances, judge them, and with
-    ``delete`` delete the orphans. The clock is read before anything is listed, so no workload is
-    judged older than it was when Airflow answered for its task instance."""
-    now = dt.datetime.now(dt.timezone.utc)
+    ``delete`` delete the orphans. The API server's clock is read before anything is listed, so no
+    workload is judged older than it was when Airflow answered for its task instance."""
+    now = server_time(hook)
     workloads = managed_workloads(hook, namespace)
     answers = ask(tasks_to_ask(workloads)) if workloads else {}
     verdicts = judge_all(workloads, answers, now, grace_period)

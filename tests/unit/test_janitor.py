@@ -149,3 +149,17 @@ def test_the_report_says_what_was_decided_and_the_summary_what_was_freed():
     assert "decision=keep " in report_line(verdicts[1], acting=True)
     assert summary(verdicts, []) == {"orphans": [f"JobSet/default/{TASK.workload_name()}"], "deleted": [], "chips_freed": 0, "kept": 1}
     assert summary(verdicts, verdicts[:1])["chips_freed"] == 8
+
+
+def test_the_janitor_arguments_read_what_templates_render_and_refuse_the_rest():
+    from pathways_airflow.spec.arguments import janitor_arguments
+    from pathways_airflow.spec.errors import InvalidWorkloadSpec
+
+    assert janitor_arguments("default", "600", "False") == ("default", 600.0, False)
+    assert janitor_arguments("*", 0, True) == (None, 0.0, True)
+    assert janitor_arguments(None, 60.5, "true") == (None, 60.5, True)
+    with pytest.raises(InvalidWorkloadSpec) as refused:
+        janitor_arguments("Bad_NS", "-1", "maybe")
+    assert refused.value.fields == ("namespace", "grace_period_seconds", "dry_run")
+    with pytest.raises(InvalidWorkloadSpec):
+        janitor_arguments("default", "nan", None)

@@ -8,6 +8,11 @@ line after ``--`` is the main container's command::
         --pathways-dir gs://my-bucket/pathways --image us-docker.pkg.dev/me/maxtext:latest \\
         -- python3 -m MaxText.train MaxText/configs/base.yml steps=100
 
+``pathways-airflow janitor`` lists the workloads labelled as ours, asks Airflow's REST API about
+their task instances and (with ``--delete``) deletes those Airflow has lost track of::
+
+    AIRFLOW_API_TOKEN=... pathways-airflow janitor --airflow-url https://airflow.example.com --all-namespaces
+
 With ``pathways-airflow-testing`` installed (the ``testing`` extra), ``local-cluster`` and
 ``demo`` are subcommands too, and ``render --crds`` checks the manifest against CRD schemas; the
 provider alone has ``render`` only (see :mod:`pathways_airflow.extensions`).
@@ -23,11 +28,13 @@ import yaml
 
 from pathways_airflow.extensions import CLI_GROUP, CRDS_GROUP, INSTALL_HINT, extensions
 from pathways_airflow.spec import InvalidWorkloadSpec, build_workload, render
+from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import SpecProblem
 from pathways_airflow.spec.names import name_problem
 from pathways_airflow.spec.render import BACKENDS
 from pathways_airflow.spec.tpu import MACHINE_TYPES
 from pathways_airflow.spec.workload import COMPONENT_TYPES, DEPLOYMENT_MODES
+from pathways_airflow.state.janitor import GRACE_PERIOD, report_line, sweep_summary
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -157,12 +164,76 @@ def run_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def janitor_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "janitor",
+        help="find (and with --delete, delete) workloads whose Airflow task instance is finished or gone",
+        description="List the PathwaysJobs and JobSets labelled as pathways-airflow's, ask Airflow's REST API "
+        "about the task instance each belongs to, and print one line per workload. A dry run unless --delete. "
+        "The cluster is the current kubeconfig context (as kubectl), or --kubernetes-conn-id.",
+    )
+    parser.add_argument("--airflow-url", required=True, help="the api-server's base URL (without /api/v2)")
+    parser.add_argument(
+        "--token-env", default="AIRFLOW_API_TOKEN", metavar="NAME",
+        help="environment variable holding the bearer token (default AIRFLOW_API_TOKEN); never printed",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--namespace", default="default")
+    where.add_argument("--all-namespaces", action="store_true")
+    parser.add_argument(
+        "--grace-period", type=float, default=GRACE_PERIOD.total_seconds(), metavar="SECONDS",
+        help="never delete a workload younger than this (default %(default).0f)",
+    )
+    parser.add_argument("--delete", action="store_true", help="delete the orphans (default: only print)")
+    parser.add_argument("--wait", type=float, default=300.0, metavar="SECONDS", help="how long to wait for their pods to go")
+    parser.add_argument("--kubernetes-conn-id", help="an Airflow Kubernetes connection instead of the kubeconfig")
+    parser.set_defaults(run=run_janitor)
+
+
+def run_janitor(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import os
+
+    from pathways_airflow.exceptions import PathwaysError
+    from pathways_airflow.hooks.airflow_states import AirflowRestStates
+    from pathways_airflow.hooks.janitor import sweep
+    from pathways_airflow.hooks.pathways import PathwaysHook
+
+    problems = [] if args.all_namespaces else list(filter(None, [namespace_problem(args.namespace)]))
+    if args.grace_period < 0:
+        problems.append(SpecProblem("--grace-period", args.grace_period, "must be 0 or more seconds"))
+    if problems:
+        print(f"pathways-airflow: {InvalidWorkloadSpec(problems)}", file=sys.stderr)
+        return 2
+    airflow = AirflowRestStates(args.airflow_url, os.environ.get(args.token_env))
+    try:
+        print(f"Airflow {airflow.check_reachable()} at {airflow.base_url}")
+        result = sweep(
+            PathwaysHook(kubernetes_conn_id=args.kubernetes_conn_id),
+            None if args.all_namespaces else args.namespace,
+            airflow.states,
+            grace_period=dt.timedelta(seconds=args.grace_period),
+            delete=args.delete,
+            wait_seconds=args.wait,
+        )
+    except PathwaysError as error:
+        print(f"pathways-airflow: {error}", file=sys.stderr)
+        return 1
+    finally:
+        airflow.close()
+    for verdict in result.verdicts:
+        print(report_line(verdict, acting=args.delete))
+    print(sweep_summary(result.verdicts, result.deleted, result.left, acting=args.delete))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pathways-airflow", description="Pathways workloads on GKE TPU slices, from Airflow."
     )
     subparsers = parser.add_subparsers(dest="subcommand", required=True)
     render_parser(subparsers)
+    janitor_parser(subparsers)
     for subcommand in extensions(CLI_GROUP):
         subcommand.load()(subparsers)
     return parser

@@ -97,3 +97,7 @@ class BenchmarkRegressionError(PathwaysError, AirflowFailException):
 
 class CheckpointLookupError(PathwaysError):
     """The checkpoint directory could not be read for too long while the task was deferred."""
+
+
+class AirflowApiError(PathwaysError):
+    """Airflow's REST API cannot answer the janitor: a wrong URL, a refused token, or an outage."""

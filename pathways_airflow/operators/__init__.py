@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         InferenceBenchmarkOperator,
         TeardownInferenceServerOperator,
     )
+    from pathways_airflow.operators.janitor import PathwaysJanitorOperator
     from pathways_airflow.operators.regression import BenchmarkRegressionOperator
     from pathways_airflow.operators.workload import PathwaysJobOperator
 
@@ -26,6 +27,7 @@ _EXPORTS = {
     "DeletePathwaysJobOperator": "pathways_airflow.operators.delete",
     "DeployInferenceServerOperator": "pathways_airflow.operators.inference",
     "InferenceBenchmarkOperator": "pathways_airflow.operators.inference",
+    "PathwaysJanitorOperator": "pathways_airflow.operators.janitor",
     "PathwaysJobOperator": "pathways_airflow.operators.workload",
     "TeardownInferenceServerOperator": "pathways_airflow.operators.inference",
 }

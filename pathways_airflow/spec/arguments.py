@@ -117,3 +117,26 @@ def workload_placement_problems(
     if checkpoint_dir is not None:
         problems.extend(filter(None, [storage_dir_problem("checkpoint_dir", checkpoint_dir)]))
     return problems
+
+
+ALL_NAMESPACES = "*"
+
+
+def janitor_arguments(namespace: Any, grace_period_seconds: Any, dry_run: Any) -> tuple[str | None, float, bool]:
+    """The janitor's rendered arguments: the namespace (``None``: all of them, written ``None`` or
+    ``"*"``), the grace period in seconds, and whether it is a dry run. A template renders
+    ``True`` as ``"True"``: both spellings are read, anything else is refused, never guessed."""
+    problems = []
+    every = namespace is None or namespace == ALL_NAMESPACES
+    problems.append(None if every else namespace_problem(namespace))
+    try:
+        grace = float(grace_period_seconds)
+    except (TypeError, ValueError):
+        grace = -1.0
+    if isinstance(grace_period_seconds, bool) or not grace >= 0:
+        problems.append(SpecProblem("grace_period_seconds", grace_period_seconds, "must be a number of seconds ≥ 0"))
+    flag = {"true": True, "false": False}.get(str(dry_run).strip().lower()) if isinstance(dry_run, (bool, str)) else None
+    if flag is None:
+        problems.append(SpecProblem("dry_run", dry_run, "must be True or False"))
+    raise_if_any([p for p in problems if p])
+    return (None if every else namespace), grace, bool(flag)

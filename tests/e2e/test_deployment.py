@@ -11,12 +11,18 @@ few milliseconds during each scenario: never two live at once, and one created i
   the scheduler finds the task without a heartbeat, retries it, and the retry re-attaches to the
   live workload instead of submitting another;
 - the deferred task is marked failed through the REST API: the triggerer cancels the trigger and
-  its ``on_kill`` deletes the workload.
+  its ``on_kill`` deletes the workload;
+- ``pathways-airflow janitor`` asks the REST API about workloads labelled for that deferred task,
+  for a DAG run and a map index that do not exist: it keeps the first while the task is deferred,
+  deletes the others, and deletes the first once the task is marked failed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -25,9 +31,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from pathways_airflow.hooks.pathways import PathwaysHook
+from pathways_airflow.resources import JOBSET as JOBSET_RESOURCE, POD
 from pathways_airflow.spec.names import TASK_KEY_LABEL, TaskIdentity
 from tests.support.connections import cluster_environment
 from tests.support.deployment import AirflowDeployment, is_running, kill_tree, wait_until
+from tests.support.workloads import labelled_workload
 
 pytestmark = pytest.mark.airflow
 
@@ -228,3 +237,44 @@ def test_deferred_task_marked_failed_through_the_api_deletes_its_workload(deploy
         assert "Trigger fired event" not in log, "the workload finished before the task was marked failed"
         assert "the task was killed while deferred" in log, log[-3000:]
         print(f"workload deleted {deleted_after:.1f}s after the task was marked failed")
+
+
+JANITOR_NAMESPACE = "janitor-rest"
+JANITOR = str(Path(sys.executable).with_name("pathways-airflow"))
+
+
+def janitor(deployment: AirflowDeployment, *args: str) -> str:
+    """``pathways-airflow janitor`` against the deployment's REST API, as an operator of the platform runs it."""
+    env = {**os.environ, "AIRFLOW_API_TOKEN": deployment.token()}
+    command = [JANITOR, "janitor", "--airflow-url", deployment.url, "--namespace", JANITOR_NAMESPACE, "--grace-period", "0", *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert deployment.token() not in output
+    return output
+
+
+def test_the_janitor_command_asks_the_rest_api_and_deletes_the_workloads_of_finished_or_missing_task_instances(deployment, pathways_cluster):
+    with scenario(deployment, pathways_cluster, "janitor") as (run_id, sampler):
+        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "60"}, run_id=run_id)
+        deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"deferred"}, timeout=90)
+        pathways_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JANITOR_NAMESPACE}})
+        hook = PathwaysHook()
+        live = TaskIdentity(DAG_ID, TASK_ID, run_id)
+        labelled_workload(hook, "live", JANITOR_NAMESPACE, live)
+        labelled_workload(hook, "no-run", JANITOR_NAMESPACE, TaskIdentity(DAG_ID, TASK_ID, "manual__no-such-run"))
+        labelled_workload(hook, "no-index", JANITOR_NAMESPACE, TaskIdentity(DAG_ID, TASK_ID, run_id, map_index=2))
+
+        first = janitor(deployment, "--delete")
+        assert f"JobSet {JANITOR_NAMESPACE}/live task={DAG_ID}/{run_id}/{TASK_ID} state=deferred decision=keep" in first, first
+        assert f"JobSet {JANITOR_NAMESPACE}/no-run task={DAG_ID}/manual__no-such-run/{TASK_ID} state=not found decision=delete chips=4" in first
+        assert f"JobSet {JANITOR_NAMESPACE}/no-index task={DAG_ID}/{run_id}/{TASK_ID}[2] state=not found decision=delete" in first
+        assert "deleted 2 of 3 workloads, freeing 8 TPU chips" in first
+        assert [j["metadata"]["name"] for j in hook.list(JOBSET_RESOURCE, JANITOR_NAMESPACE)] == ["live"]
+
+        deployment.set_task_state(DAG_ID, run_id, TASK_ID, "failed")
+        dry = janitor(deployment)
+        assert f"JobSet {JANITOR_NAMESPACE}/live task={DAG_ID}/{run_id}/{TASK_ID} state=failed decision=would delete" in dry, dry
+        assert [j["metadata"]["name"] for j in hook.list(JOBSET_RESOURCE, JANITOR_NAMESPACE)] == ["live"]
+        assert "deleted 1 of 1 workloads, freeing 4 TPU chips" in janitor(deployment, "--delete")
+        assert hook.list(JOBSET_RESOURCE, JANITOR_NAMESPACE) == [] and hook.list(POD, JANITOR_NAMESPACE) == []

@@ -27,6 +27,7 @@ def test_dags_folder_imports_without_errors_or_warnings(tmp_path):
             [
                 "pathways_checkpoint_conversion",
                 "pathways_checkpoint_conversion_on_commit",
+                "pathways_janitor",
                 "pathways_nightly_inference_benchmark",
                 "pathways_train_convert_infer",
                 "pathways_training",

@@ -50,3 +50,14 @@ def when_step(
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+def labelled_workload(
+    hook: PathwaysHook, name: str, namespace: str, identity: TaskIdentity | None, *, backend: str = "jobset", num_slices: int = 1
+) -> dict[str, Any]:
+    """Create an idle (headless) v5e 2x2 workload of ``num_slices`` slices, 4 chips each, labelled
+    and annotated for ``identity``'s task instance as the operator would, or not at all (``None``)."""
+    workload = build_workload(tpu="v5e", topology="2x2", num_slices=num_slices, pathways_dir="gs://pathways-demo/tmp")
+    labels = identity.labels() if identity else None
+    annotations = identity.annotations() if identity else None
+    return hook.create(render(workload, backend=backend, name=name, namespace=namespace, labels=labels, annotations=annotations))

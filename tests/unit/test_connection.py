@@ -5,13 +5,14 @@ import datetime as dt
 import pytest
 from airflow.sdk import DAG
 
-from pathways_airflow.operators import CheckpointConversionOperator, DeletePathwaysJobOperator, PathwaysJobOperator
+from pathways_airflow.operators import CheckpointConversionOperator, DeletePathwaysJobOperator, PathwaysJanitorOperator, PathwaysJobOperator
 from pathways_airflow.sensors import PathwaysJobSensor, TpuSliceReadinessSensor
 
 TRAINING = {"topology": "2x2", "tpu": "v5e", "pathways_dir": "gs://scratch-bucket/pathways"}
 CLUSTER_TASKS = [
     (PathwaysJobOperator, TRAINING),
     (DeletePathwaysJobOperator, {"name": "train-abc"}),
+    (PathwaysJanitorOperator, {}),
     (PathwaysJobSensor, {"name": "train-abc"}),
     (TpuSliceReadinessSensor, {"tpu": "v5e", "topology": "2x2"}),
     (

@@ -10,6 +10,7 @@ creates, replaces, patches or deletes in the :class:`~.store.Store`. Resource ki
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import re
 import logging
@@ -90,6 +91,12 @@ class ApiServer:
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_cleanup.append(self._cleanup)
+        self.app.on_response_prepare.append(self._date_header)
+
+    async def _date_header(self, _request: web.Request, response: web.StreamResponse) -> None:
+        """Every answer's ``Date`` is the cluster's (simulated) time, as a real API server's is the
+        time of the clock that writes its ``creationTimestamp``s."""
+        response.headers["Date"] = email.utils.format_datetime(self.store.clock.utcnow(), usegmt=True)
 
     async def _cleanup(self, _app: web.Application) -> None:
         if self._proxy_session is not None:

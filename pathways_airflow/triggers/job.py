@@ -23,11 +23,11 @@ from airflow.triggers.base import TriggerEvent
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import BY_KIND, JOB
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, OUTCOMES, RUNNING, JobOutcome, job_outcome
+from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 
 DEFAULT_POLL_INTERVAL = 10.0
 MAX_CONSECUTIVE_FAILURES = 10
-ON_KILL_TIMEOUT = 30.0
 
 __all__ = ["BatchJobTrigger", "COMPLETE", "FAILED", "GONE", "OUTCOMES", "RUNNING", "JobOutcome", "job_outcome"]
 """The trigger, and the Job-outcome names its events carry (defined in :mod:`pathways_airflow.state.jobs`)."""
@@ -81,8 +81,12 @@ class BatchJobTrigger(KillableTrigger):
         )
 
     @property
+    def cluster(self) -> ClusterTarget:
+        return ClusterTarget.from_dict(self.target)
+
+    @property
     def hook(self) -> AsyncPathwaysHook:
-        return AsyncPathwaysHook(ClusterTarget.from_dict(self.target))
+        return AsyncPathwaysHook(self.cluster)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
@@ -159,20 +163,15 @@ class BatchJobTrigger(KillableTrigger):
         return await self._delete_one({"kind": JOB.kind, "name": self.name}, why)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on,
-        then delete the task's other objects (``also_delete``), each tried whatever the others did."""
-        await asyncio.wait_for(self._delete_all("the task was killed while deferred"), timeout=ON_KILL_TIMEOUT)
-
-    async def _delete_all(self, why: str) -> None:
-        failures = []
-        for item in [{"kind": JOB.kind, "name": self.name}, *self.also_delete]:
-            try:
-                await self._delete_one(item, why)
-            except Exception as error:  # one failure must not leave the others behind
-                failures.append(error)
-                self.log.error("deleting after the kill failed: %s: %s", type(error).__name__, error)
-        if failures:
-            raise failures[0]
+        """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on and
+        the task's other objects (``also_delete``), each on its own, each going on past this trigger
+        while the API holds it up (:mod:`~pathways_airflow.triggers.deletion`)."""
+        why = "the task was killed while deferred"
+        items = [{"kind": JOB.kind, "name": self.name}, *self.also_delete]
+        self.log.info("deleting %s: %s", ", ".join(f"{i['kind']} {self.namespace}/{i['name']}" for i in items), why)
+        await asyncio.gather(
+            *(delete_outliving_the_caller(self.cluster, BY_KIND[i["kind"]], self.namespace, i["name"], why) for i in items)
+        )
 
     async def _delete_one(self, item: dict[str, str], why: str) -> bool:
         resource = BY_KIND[item["kind"]]

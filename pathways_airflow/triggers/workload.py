@@ -33,6 +33,7 @@ from pathways_airflow.state.status import (
     workload_state,
 )
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
+from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
 
@@ -338,9 +339,10 @@ class PathwaysJobTrigger(KillableTrigger):
         return self.until_phase is not None and has_reached(state, self.until_phase)
 
     async def _delete(self, why: str) -> bool:
+        """Delete the workload; a delete the API holds up goes on after this trigger (:mod:`~pathways_airflow.triggers.deletion`)."""
         resource = workload_resource(self.backend)
         self.log.info("deleting %s %s/%s: %s", resource.kind, self.namespace, self.name, why)
-        return await AsyncPathwaysHook(self.cluster).delete(resource, self.namespace, self.name, propagation="Foreground")
+        return await delete_outliving_the_caller(self.cluster, resource, self.namespace, self.name, why)
 
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed, clear): delete what it was running.
@@ -348,4 +350,4 @@ class PathwaysJobTrigger(KillableTrigger):
         A sensor only watches a workload someone else owns, so it deletes nothing.
         """
         if self.until_phase is None:
-            await asyncio.wait_for(self._delete("the task was killed while deferred"), timeout=60)
+            await self._delete("the task was killed while deferred")

@@ -108,3 +108,43 @@ def test_the_task_states_answer_is_read_as_the_execution_api_writes_it():
     assert this_task_state(answer, "run-2", "train", None) == (False, None)
     assert killed_while_deferred(True, "failed") and killed_while_deferred(True, None)
     assert not killed_while_deferred(True, "deferred") and not killed_while_deferred(False, None)
+
+
+TRIGGERER_ON_KILL_TIMEOUT = 2.0
+"""How long the triggerer in these tests gives ``on_kill`` before moving on (Airflow's is 30 s)."""
+
+
+@pytest.mark.parametrize(
+    "trouble",
+    [{"status": 503, "count": 6}, {"status": 429, "count": 1, "retry_after": 6}],
+    ids=["503x6", "429-retry-after"],
+)
+def test_a_task_killed_during_api_trouble_still_has_its_workload_deleted(pathways_cluster, trouble):
+    """The DELETE is held up longer than the triggerer waits for ``on_kill``: it goes on after the
+    triggerer moved on, on the triggerer's loop, until the workload is gone."""
+    from pathways_airflow.triggers.deletion import deletes_in_progress
+
+    name = f"kill-trouble-{trouble['status']}"
+    hook = submit_training(name, steps=10_000)
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict())
+
+    async def triggerer() -> None:
+        events = trigger.run()
+        waiting = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(1.0)
+        pathways_cluster.inject_fault(f"/jobsets/{name}$", methods=["DELETE"], **trouble)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await waiting
+        await events.aclose()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(trigger.on_kill(), timeout=TRIGGERER_ON_KILL_TIMEOUT)
+        assert hook.get(JOBSET, "default", name) is not None, "the trouble outlasts the triggerer's patience"
+        for _ in range(240):  # the triggerer's loop runs on, as it does for its other triggers
+            if not deletes_in_progress():
+                break
+            await asyncio.sleep(0.25)
+        await AsyncPathwaysHook.close_all()
+
+    asyncio.run(triggerer())
+    wait_for(lambda: hook.get(JOBSET, "default", name) is None)

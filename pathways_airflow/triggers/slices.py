@@ -19,11 +19,9 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import ClusterTarget
 from pathways_airflow.resources import NODE
 from pathways_airflow.state.slices import SliceReadiness, slice_readiness, slice_request
-from pathways_airflow.triggers.watch import shared_watch, wait_for_change
+from pathways_airflow.triggers.watch import api_lost, shared_watch, wait_for_change
 
 DEFAULT_POLL_INTERVAL = 60.0
-MAX_API_FAILURES = 20
-SYNC_TIMEOUT_SECONDS = 300.0
 
 
 class TpuSliceReadinessTrigger(BaseTrigger):
@@ -81,18 +79,15 @@ class TpuSliceReadinessTrigger(BaseTrigger):
         watch = shared_watch(ClusterTarget.from_dict(self.target), NODE, None, label_selector=well_known.ACCELERATOR)
         subscription = watch.subscribe()
         try:
-            await asyncio.wait_for(watch.synced.wait(), timeout=SYNC_TIMEOUT_SECONDS)
             last_summary = ""
             while True:
-                if watch.consecutive_failures >= MAX_API_FAILURES:
-                    yield TriggerEvent(
-                        {
-                            "status": "error",
-                            "message": f"the Kubernetes API failed {watch.consecutive_failures} times in a row "
-                            f"watching nodes: {watch.last_error}",
-                        }
-                    )
+                lost = api_lost([watch])
+                if lost:
+                    yield TriggerEvent({"status": "error", "message": lost})
                     return
+                if not watch.synced.is_set():  # the API is down as the wait starts: wait for it
+                    await wait_for_change([subscription], self.poll_interval)
+                    continue
                 readiness: SliceReadiness = slice_readiness(watch.values(), request, now=time.time())
                 summary = readiness.summary()
                 if summary != last_summary:

@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from pathways_airflow.resources import Resource
 log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT_SECONDS = 300
+API_OUTAGE_LIMIT_SECONDS = 30 * 60.0
+"""How long a wait rides out a Kubernetes API that keeps failing before it gives up (the task's
+own deadline ends it sooner): long enough for a control-plane upgrade or a regional blip."""
 MAX_REMEMBERED_DELETIONS = 5000
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -76,6 +80,20 @@ def by_owner(kind: str) -> Indexer:
     return index
 
 
+def api_lost(watches: Iterable["SharedWatch"], limit: float = API_OUTAGE_LIMIT_SECONDS, now: float | None = None) -> str | None:
+    """Why a wait should stop waiting for the API, or ``None``: a watch the API has failed for
+    ``limit`` seconds or more. Shorter outages are ridden out (the cache keeps its last state)."""
+    now = time.time() if now is None else now
+    for watch in watches:
+        if watch.failing_since is not None and now - watch.failing_since >= limit:
+            since = time.strftime("%H:%M:%S UTC", time.gmtime(watch.failing_since))
+            return (
+                f"the Kubernetes API has failed for {(now - watch.failing_since) / 60:.0f} min watching "
+                f"{watch.resource.plural} (since {since}, {watch.consecutive_failures} failures in a row): {watch.last_error}"
+            )
+    return None
+
+
 class SharedWatch:
     """A cache of one resource in one namespace, kept current by a single watch."""
 
@@ -104,6 +122,8 @@ class SharedWatch:
         self.absent = False
         """The API does not serve this resource (its CRD is not installed)."""
         self.consecutive_failures = 0
+        self.failing_since: float | None = None
+        """When the API started failing this watch (epoch seconds); ``None`` while it answers."""
         self.last_error = ""
         self.forbidden = ""
         """Why the API refuses this watch (403: a verb RBAC does not grant); empty once it is allowed."""
@@ -212,6 +232,8 @@ class SharedWatch:
                     await asyncio.sleep(MAX_BACKOFF_SECONDS)
                     continue
                 self.consecutive_failures += 1
+                if self.failing_since is None:
+                    self.failing_since = time.time()
                 self.last_error = f"{type(error).__name__}: {error}"[:500]
                 log.warning(
                     "watch on %s in %s failed (%d in a row): %s; reconnecting in %.1fs",
@@ -237,6 +259,7 @@ class SharedWatch:
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
         self.relists += 1
         self.consecutive_failures = 0
+        self.failing_since = None
         self.forbidden = ""
         self.synced.set()
         self._notify()

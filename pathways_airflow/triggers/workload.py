@@ -35,10 +35,17 @@ from pathways_airflow.state.status import (
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
-from pathways_airflow.triggers.watch import SharedWatch, by_label, by_owner, shared_watch, wait_for_change
+from pathways_airflow.triggers.watch import (
+    API_OUTAGE_LIMIT_SECONDS,
+    SharedWatch,
+    api_lost,
+    by_label,
+    by_owner,
+    shared_watch,
+    wait_for_change,
+)
 
 RECHECK_SECONDS = 60.0
-MAX_API_FAILURES = 20
 VERDICT_SETTLE_SECONDS = 2.0
 """How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
 
@@ -117,6 +124,7 @@ class PathwaysJobTrigger(KillableTrigger):
         recheck_seconds: float = RECHECK_SECONDS,
         until_phase: str | None = None,
         delete_on_timeout: bool = True,
+        api_outage_seconds: float = API_OUTAGE_LIMIT_SECONDS,
     ):
         super().__init__()
         self.name = name
@@ -128,6 +136,7 @@ class PathwaysJobTrigger(KillableTrigger):
         self.recheck_seconds = recheck_seconds
         self.until_phase = until_phase
         self.delete_on_timeout = delete_on_timeout
+        self.api_outage_seconds = api_outage_seconds
         self._failure: dict[str, Any] | None = None
         self._last_step: int | None = None
         self._restarts: list[Disruption] = []
@@ -151,6 +160,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 "recheck_seconds": self.recheck_seconds,
                 "until_phase": self.until_phase,
                 "delete_on_timeout": self.delete_on_timeout,
+                "api_outage_seconds": self.api_outage_seconds,
             },
         )
 
@@ -172,23 +182,25 @@ class PathwaysJobTrigger(KillableTrigger):
         watches = workload_watches(self.cluster, self.namespace, self.backend)
         subscriptions = {key: watch.subscribe([self.name]) for key, watch in watches.items()}
         previous = WorkloadState.from_dict(self.last_state) if self.last_state else None
+        state = previous
         try:
-            await asyncio.wait_for(
-                asyncio.gather(*(w.synced.wait() for w in watches.values())), timeout=self.recheck_seconds * 5
-            )
             while True:
                 refused = [w.forbidden for w in watches.values() if w.forbidden]
                 if refused:
                     yield TriggerEvent(WorkloadEvent("error", self.name, message=refused[0], forbidden=True).to_payload())
                     return
-                failing = [w for w in watches.values() if w.consecutive_failures >= MAX_API_FAILURES]
-                if failing:
-                    message = (
-                        f"the Kubernetes API failed {failing[0].consecutive_failures} times in a row "
-                        f"watching {failing[0].resource.plural}: {failing[0].last_error}"
-                    )
-                    yield TriggerEvent(WorkloadEvent("error", self.name, message=message).to_payload())
+                lost = api_lost(watches.values(), self.api_outage_seconds)
+                if lost:
+                    yield TriggerEvent(WorkloadEvent("error", self.name, message=lost).to_payload())
                     return
+                remaining = None if self.deadline is None else self.deadline - time.time()
+                if not all(w.synced.is_set() for w in watches.values()):
+                    # The first listing has not answered (the API is down as the wait starts):
+                    # keep the workload and wait for it, as long as the task has time.
+                    if remaining is not None and remaining <= 0:
+                        break
+                    await wait_for_change(list(subscriptions.values()), self.recheck_seconds if remaining is None else min(self.recheck_seconds, remaining))
+                    continue
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 self._remember_live_jobs(observation)
                 state = workload_state(observation)
@@ -231,11 +243,11 @@ class PathwaysJobTrigger(KillableTrigger):
                     return
                 remaining = None if self.deadline is None else self.deadline - time.time()
                 if remaining is not None and remaining <= 0:
-                    deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
-                    yield TriggerEvent(WorkloadEvent("timeout", self.name, state=state, deleted=deleted).to_payload())
-                    return
+                    break
                 wait = self.recheck_seconds if remaining is None else min(self.recheck_seconds, remaining)
                 await wait_for_change(list(subscriptions.values()), wait)
+            deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
+            yield TriggerEvent(WorkloadEvent("timeout", self.name, state=state, deleted=deleted).to_payload())
         finally:
             for key, subscription in subscriptions.items():
                 watches[key].unsubscribe(subscription)

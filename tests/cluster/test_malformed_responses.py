@@ -122,10 +122,13 @@ def test_the_workload_trigger_rides_out_garbage_lists_and_corrupted_watches_and_
 
 
 def test_the_workload_trigger_never_raises_when_every_answer_is_garbage(pathways_cluster):
-    """Nothing readable at all: the trigger keeps retrying, then ends with one clean error event."""
+    """Nothing readable at all: the trigger keeps retrying for its API outage limit, then ends with
+    one clean error event."""
     name = f"nothing-{uuid.uuid4().hex[:5]}"
     pathways_cluster.faults.add(garbage(r"/namespaces/default/(jobsets|pods|workloads)$", HTML, count=10_000))
-    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=0.2)
+    trigger = PathwaysJobTrigger(
+        name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=0.2, api_outage_seconds=3.0
+    )
     payload = first_event(trigger, timeout=60)
     pathways_cluster.clear_faults()
     assert payload["status"] == "error" and payload["name"] == name

@@ -47,7 +47,7 @@ MODULE_ALLOWANCES = {
     "operators.inference": 950,
     # The sync and async hooks side by side (twins that should share their request building),
     # plus wait_gone, the one wait for deleted objects and their pods.
-    "hooks.pathways": 682,
+    "hooks.pathways": 678,
     # One state machine over PathwaysJob, JobSet, pods and Kueue; splitting it would split a rule.
     # It also holds has_reached, the one "has the sensor's phase been reached" for sensor and trigger.
     "state.status": 654,

@@ -12,6 +12,5 @@ __version__ = "0.1.0"
 from pathways_airflow_testing.cluster import LocalCluster, SchemaChecksOff
 from pathways_airflow_testing.faults import FaultRule
 from pathways_airflow_testing.nodes import NodePool, default_node_pools, tpu_pool
-from pathways_airflow_testing.outage import OutageProxy
 
-__all__ = ["FaultRule", "LocalCluster", "NodePool", "OutageProxy", "SchemaChecksOff", "default_node_pools", "tpu_pool"]
+__all__ = ["FaultRule", "LocalCluster", "NodePool", "SchemaChecksOff", "default_node_pools", "tpu_pool"]

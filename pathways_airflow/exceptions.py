@@ -58,6 +58,10 @@ class KubernetesApiError(PathwaysError):
     """The Kubernetes API kept failing after retries."""
 
 
+class StorageUnavailableError(InfrastructureError):
+    """GCS stayed unreachable (refused or dropped connections, 429, 5xx) until the task's deadline."""
+
+
 class DisruptionBudgetExhausted(PathwaysError):
     """More disruptions (maintenance, preemption, slice loss) than ``max_disruptions`` allows."""
 

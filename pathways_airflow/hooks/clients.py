@@ -21,12 +21,16 @@ each also under the legacy ``extra__kubernetes__`` prefix.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import os
 import tempfile
+import time
+import weakref
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import yaml
 
@@ -145,6 +149,14 @@ def sync_api_client(target: "ClusterTarget") -> Any:
     return client.ApiClient(configuration=configuration)
 
 
+def close_sync_api_client(api_client: Any) -> None:
+    """Close a ``kubernetes`` ApiClient: its thread pool (``close``) and its pooled connections."""
+    api_client.close()
+    pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pool_manager is not None:
+        pool_manager.clear()
+
+
 # --- asynchronous (triggers) --------------------------------------------------------------------
 
 
@@ -215,3 +227,104 @@ def ca_certificate_file(ca_base64: str) -> str:
             handle.write(data)
         os.replace(handle.name, path)
     return path
+
+
+# --- sharing the asynchronous clients of one event loop -------------------------------------------
+
+CLIENT_LIFETIME = 30 * 60.0
+"""Async clients are rebuilt this often: the bearer tokens of GKE and of kubeconfig exec plugins
+last about an hour, and the loaders read them once."""
+CLIENT_IDLE_SECONDS = 120.0
+"""How long a client nobody is using stays open for the next call (a trigger polling every
+minute keeps one client, connection pool and TLS context)."""
+
+
+@dataclass(eq=False)
+class _SharedClient:
+    client: Any
+    created: float
+    leases: int = 0
+    closer: "asyncio.Task[None] | None" = None
+    """The countdown that closes the client once it has been idle long enough."""
+
+
+_SHARED: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _SharedClient]]" = weakref.WeakKeyDictionary()
+_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def shared_async_client(key: str, make: Callable[[], Awaitable[Any]]) -> AsyncIterator[Any]:
+    """The running loop's client for cluster ``key`` (``make`` builds one), for one ``async with``.
+
+    Every caller on a loop shares one client per cluster, and each holds it only for the block.
+    A client is closed when nobody has held it for :data:`CLIENT_IDLE_SECONDS`, when a holder
+    is cancelled and was the last (a killed task, a stopping triggerer), when it is older than
+    :data:`CLIENT_LIFETIME` and its last holder lets go, or when the loop ends under
+    ``asyncio.run`` (which cancels the idle countdown, whose ``finally`` closes it). So no path
+    leaves an aiohttp session to be found unclosed by the garbage collector.
+    """
+    shared = await _acquire(key, make)
+    try:
+        yield shared.client
+    finally:
+        await _release(key, shared)
+
+
+async def _acquire(key: str, make: Callable[[], Awaitable[Any]]) -> _SharedClient:
+    loop = asyncio.get_running_loop()
+    clients = _SHARED.setdefault(loop, {})
+    async with _LOCKS.setdefault(loop, {}).setdefault(key, asyncio.Lock()):
+        shared = clients.get(key)
+        if shared is not None and time.monotonic() - shared.created >= CLIENT_LIFETIME:
+            del clients[key]  # retired: closed by its last holder, or now if it has none
+            if shared.leases == 0:
+                await _close(shared)
+            shared = None
+        if shared is None:
+            shared = clients[key] = _SharedClient(await make(), time.monotonic())
+        shared.leases += 1
+        _stop_countdown(shared)
+        return shared
+
+
+async def _release(key: str, shared: _SharedClient) -> None:
+    shared.leases -= 1
+    if shared.leases > 0:
+        return
+    clients = _SHARED.get(asyncio.get_running_loop(), {})
+    task = asyncio.current_task()
+    if clients.get(key) is not shared or (task is not None and task.cancelling()):
+        if clients.get(key) is shared:
+            del clients[key]
+        await _close(shared)
+        return
+    shared.closer = asyncio.get_running_loop().create_task(_close_when_idle(key, shared), name=f"idle client {key}")
+
+
+async def _close_when_idle(key: str, shared: _SharedClient) -> None:
+    try:
+        await asyncio.sleep(CLIENT_IDLE_SECONDS)
+    finally:
+        if shared.closer is asyncio.current_task():  # not taken back into use meanwhile
+            shared.closer = None
+            clients = _SHARED.get(asyncio.get_running_loop(), {})
+            if clients.get(key) is shared:
+                del clients[key]
+            await _close(shared)
+
+
+def _stop_countdown(shared: _SharedClient) -> None:
+    closer, shared.closer = shared.closer, None
+    if closer is not None:
+        closer.cancel()
+
+
+async def _close(shared: _SharedClient) -> None:
+    _stop_countdown(shared)
+    await shared.client.close()
+
+
+async def close_shared_async_clients() -> None:
+    """Close every client of the running loop now, held or not (the end of a test or a process)."""
+    for shared in _SHARED.pop(asyncio.get_running_loop(), {}).values():
+        await _close(shared)

@@ -8,8 +8,8 @@ google provider's GKE hooks.
 
 Every resource is reached through one generic REST call on the resource's path
 (:mod:`pathways_airflow.resources`) and comes back as the plain JSON dict the pure ``state``
-core reads. One API client per hook (sync) or per event loop and cluster (async) is kept for
-the hook's life: never a new client, connection pool or TLS context per call. Transient API
+core reads. One API client per hook (sync), or per event loop and cluster (async, shared while
+in use and closed when idle): never a new client, connection pool or TLS context per call. Transient API
 failures (429 — honouring ``Retry-After`` — 5xx, dropped connections) are retried with backoff.
 """
 
@@ -21,13 +21,14 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Mapping, Sequence
 
 from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, Retrying
 
 from pathways_airflow import well_known
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
+from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     an_object,
     api_error_message,
@@ -53,9 +54,6 @@ LOG_TAIL_BYTES = 64 * 1024
 """At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
 can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
 messages and the task log."""
-CLIENT_LIFETIME = 30 * 60.0
-"""Async clients are rebuilt this often: the bearer tokens of GKE and of kubeconfig exec plugins
-last about an hour, and the loaders read them once."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +163,17 @@ class PathwaysHook(BaseHook):
 
     @cached_property
     def api_client(self) -> Any:
-        """One ``kubernetes`` ApiClient for the hook's life, with a configuration of its own."""
-        return sync_api_client(self.resolved_target() if self.target.is_gke else self.target)
+        """One ``kubernetes`` ApiClient for the hook's life, with a configuration of its own; its
+        thread pool and connections are closed with :meth:`close` or when the hook is collected."""
+        client = sync_api_client(self.resolved_target() if self.target.is_gke else self.target)
+        weakref.finalize(self, clients.close_sync_api_client, client)
+        return client
+
+    def close(self) -> None:
+        """Close the API client's thread pool and connections (a later call builds a new client)."""
+        client = self.__dict__.pop("api_client", None)
+        if client is not None:
+            clients.close_sync_api_client(client)
 
     def get_conn(self) -> Any:
         return self.api_client
@@ -344,10 +351,6 @@ class PathwaysHook(BaseHook):
 
 # --- the asynchronous hook -----------------------------------------------------------------
 
-_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, tuple[Any, float]]]" = weakref.WeakKeyDictionary()
-_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = weakref.WeakKeyDictionary()
-
-
 def _import_client_modules(gke: bool) -> None:
     """Import what ``AsyncPathwaysHook._new_client`` needs (cached by ``sys.modules`` once done)."""
     import importlib
@@ -361,26 +364,16 @@ def _import_client_modules(gke: bool) -> None:
 
 
 class AsyncPathwaysHook(BaseHook):
-    """Asynchronous API access for triggers: one client per (event loop, cluster), kept alive."""
+    """Asynchronous API access for triggers: one client per (event loop, cluster), shared while used."""
 
     def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
         super().__init__()
         self.target = target or ClusterTarget(**target_fields)
 
-    async def api_client(self) -> Any:
-        """The loop's client for this cluster; concurrent first callers share one (a lock per key)."""
-        loop = asyncio.get_running_loop()
-        clients = _CLIENTS.setdefault(loop, {})
-        lock = _LOCKS.setdefault(loop, {}).setdefault(self.target.key, asyncio.Lock())
-        async with lock:
-            cached = clients.get(self.target.key)
-            if cached and time.monotonic() - cached[1] < CLIENT_LIFETIME:
-                return cached[0]
-            if cached:
-                await cached[0].close()
-            client = await self._new_client()
-            clients[self.target.key] = (client, time.monotonic())
-            return client
+    def api_client(self) -> AsyncContextManager[Any]:
+        """``async with hook.api_client() as client``: the loop's client for this cluster, held for
+        the block and closed when nobody holds it (:func:`~pathways_airflow.hooks.clients.shared_async_client`)."""
+        return clients.shared_async_client(self.target.key, self._new_client)
 
     async def _new_client(self) -> Any:
         # Importing the Kubernetes client modules takes seconds. A triggerer runs every trigger
@@ -392,12 +385,11 @@ class AsyncPathwaysHook(BaseHook):
     @staticmethod
     async def close_all() -> None:
         """Close the clients of the running loop (at the end of a test or a process)."""
-        clients = _CLIENTS.pop(asyncio.get_running_loop(), {})
-        for client, _ in clients.values():
-            await client.close()
+        await clients.close_shared_async_clients()
 
     async def _call(
         self,
+        client: Any,
         method: str,
         path: str,
         query: Mapping[str, Any] | None,
@@ -410,7 +402,6 @@ class AsyncPathwaysHook(BaseHook):
         ``kubernetes_asyncio`` raises for error statuses only when it reads the body itself, so
         the check is made here, with the status, headers and body a caller needs.
         """
-        client = await self.api_client()
         params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
         response = await client.call_api(
             path,
@@ -447,11 +438,12 @@ class AsyncPathwaysHook(BaseHook):
     ) -> Any:
         async for attempt in AsyncRetrying(**retry_options(self.log)):
             with attempt:
-                response = await self._call(method, path, query, body, timeout=60, content_type=content_type)
-                try:
-                    data = await response.read()
-                finally:
-                    response.release()
+                async with self.api_client() as client:
+                    response = await self._call(client, method, path, query, body, timeout=60, content_type=content_type)
+                    try:
+                        data = await response.read()
+                    finally:
+                        response.release()
                 return json_body(method, path, data)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
@@ -509,29 +501,31 @@ class AsyncPathwaysHook(BaseHook):
         Raises the API's error for a failed request; an ``ERROR`` event (e.g. 410 Gone) is yielded
         as it comes, for the caller to decide. Lines are read whole however long they are.
         """
-        response = await self._call(
-            "GET",
-            resource.path(namespace),
-            {
-                "watch": True,
-                "resourceVersion": resource_version,
-                "allowWatchBookmarks": True,
-                "timeoutSeconds": timeout_seconds,
-                "labelSelector": label_selector,
-            },
-            None,
-            timeout=timeout_seconds + 30,
-        )
-        buffer = b""
-        try:
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        finally:
-            response.release()
+        async with self.api_client() as client:
+            response = await self._call(
+                client,
+                "GET",
+                resource.path(namespace),
+                {
+                    "watch": True,
+                    "resourceVersion": resource_version,
+                    "allowWatchBookmarks": True,
+                    "timeoutSeconds": timeout_seconds,
+                    "labelSelector": label_selector,
+                },
+                None,
+                timeout=timeout_seconds + 30,
+            )
+            buffer = b""
+            try:
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        if line.strip():
+                            yield json.loads(line)
+            finally:
+                response.release()
 
     async def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
         return list((await self.list(NODE, label_selector=label_selector)).get("items") or [])
@@ -540,17 +534,19 @@ class AsyncPathwaysHook(BaseHook):
         """The last lines of a container's log, or of its previous run when it has restarted."""
         for previous in (False, True):
             try:
-                response = await self._call(
-                    "GET",
-                    object_path(POD, namespace, pod, "log"),
-                    {"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
-                    None,
-                    timeout=30,
-                )
-                try:
-                    text = (await response.read()).decode("utf-8", errors="replace")
-                finally:
-                    response.release()
+                async with self.api_client() as client:
+                    response = await self._call(
+                        client,
+                        "GET",
+                        object_path(POD, namespace, pod, "log"),
+                        {"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
+                        None,
+                        timeout=30,
+                    )
+                    try:
+                        text = (await response.read()).decode("utf-8", errors="replace")
+                    finally:
+                        response.release()
             except Exception as error:
                 self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
                 continue

@@ -5,14 +5,30 @@ is the pure :mod:`pathways_airflow.checkpoints`. The cost of one look does not g
 checkpoint: one delimiter listing of the directory (step prefixes only), then one marker read per
 step, newest first, stopping at the first committed one. The google client is imported inside the
 functions, so importing an operator or a trigger stays cheap for the DAG processor.
+
+A GCS outage is waited out, not reported as a failure: every public function here retries the
+whole look or write (:func:`waits_out_outages`) with capped exponential backoff while the error
+is transient (:func:`~pathways_airflow.state.storage_outage.is_transient_storage_error`), until
+the ``deadline`` its caller passes (epoch seconds: the task's ``execution_timeout``, the sensor's
+``timeout``) or :data:`DEFAULT_OUTAGE_SECONDS` from the first failure. The log says once when
+an outage began and once when it ended; one that outlasts the deadline raises
+:class:`~pathways_airflow.exceptions.StorageUnavailableError` naming the bucket and how long.
+The storage client's own retries are turned off on each call (``retry=None``), so this is the
+one retry policy, and a look is always redone whole: a scan cut short never reports a step.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
+import logging
 import os
 import tempfile
-from typing import Any
+import time
+from typing import Any, Callable, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential_jitter
 
 from pathways_airflow.checkpoints import (
     Checkpoint,
@@ -26,7 +42,85 @@ from pathways_airflow.checkpoints import (
     split_gcs_uri,
 )
 
+from pathways_airflow.exceptions import StorageUnavailableError
+from pathways_airflow.state.storage_outage import (
+    is_transient_storage_error,
+    outage_began,
+    outage_ended,
+    outage_outlasted_the_deadline,
+)
+
 DEFAULT_GCP_CONN_ID = "google_cloud_default"
+DEFAULT_OUTAGE_SECONDS = 30 * 60.0
+"""How long an outage is waited out when the caller gives no deadline."""
+OUTAGE_BACKOFF_INITIAL = 1.0
+OUTAGE_BACKOFF_MAX = 30.0
+"""The wait between tries during an outage: doubling from the first, never more than the second."""
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_WAITING_OUT: contextvars.ContextVar[bool] = contextvars.ContextVar("pathways_gcs_waiting_out", default=False)
+"""Set inside a call that already waits out outages: the functions it calls do not wait again."""
+
+
+def _bucket_in(args: tuple[Any, ...]) -> str:
+    """The bucket a call is about, for the log: the first ``gs://`` URI's, else a bare bucket name."""
+    for arg in args:
+        for item in arg if isinstance(arg, (list, tuple)) else (arg,):
+            if isinstance(item, str) and is_gcs(item):
+                return split_gcs_uri(item)[0]
+    return next((a for a in args[1:] if isinstance(a, str)), "?")
+
+
+def waits_out_outages(function: Callable[..., _T]) -> Callable[..., _T]:
+    """``function`` retried through GCS outages until ``deadline=`` (a keyword of every wrapped call)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, deadline: float | None = None, **kwargs: Any) -> _T:
+        if _WAITING_OUT.get():
+            return function(*args, **kwargs)
+        token = _WAITING_OUT.set(True)
+        try:
+            return _waiting_out(functools.partial(function, *args, **kwargs), _bucket_in(args), deadline)
+        finally:
+            _WAITING_OUT.reset(token)
+
+    return wrapper
+
+
+def _waiting_out(call: Callable[[], _T], bucket: str, deadline: float | None) -> _T:
+    started = time.time()
+    gives_up_at = deadline if deadline is not None else started + DEFAULT_OUTAGE_SECONDS
+    backoff = wait_exponential_jitter(initial=OUTAGE_BACKOFF_INITIAL, max=OUTAGE_BACKOFF_MAX)
+    since: list[float] = []
+
+    def wait(state: RetryCallState) -> float:
+        return max(0.0, min(backoff(state), gives_up_at - time.time()))
+
+    def before_sleep(state: RetryCallState) -> None:
+        if not since:
+            since.append(time.time())
+            error = state.outcome.exception() if state.outcome else None
+            log.warning("%s", outage_began(bucket, since[0], error or RuntimeError("?"), gives_up_at))
+
+    retrying = Retrying(
+        retry=retry_if_exception(is_transient_storage_error),
+        wait=wait,
+        stop=lambda state: time.time() >= gives_up_at,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        result = retrying(call)
+    except Exception as error:
+        if is_transient_storage_error(error):
+            message = outage_outlasted_the_deadline(bucket, since[0] if since else started, time.time(), error)
+            log.error("%s", message)
+            raise StorageUnavailableError(message) from error
+        raise
+    if since:
+        log.warning("%s", outage_ended(bucket, since[0], time.time()))
+    return result
 
 
 def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
@@ -36,6 +130,7 @@ def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
     return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
 
 
+@waits_out_outages
 def object_exists_if_permitted(client: Any, uri: str) -> bool | None:
     """Whether the ``gs://`` object ``uri`` exists; ``None`` when the connection may not look."""
     from google.api_core.exceptions import Forbidden
@@ -46,13 +141,14 @@ def object_exists_if_permitted(client: Any, uri: str) -> bool | None:
         return None
 
 
+@waits_out_outages
 def bucket_exists_if_permitted(client: Any, bucket: str) -> bool | None:
     """Whether ``bucket`` exists (one listing of at most one object, which ``storage.objects.list``
     allows where ``storage.buckets.get`` may not be granted); ``None`` when the connection may not look."""
     from google.api_core.exceptions import Forbidden, NotFound
 
     try:
-        next(iter(client.list_blobs(bucket, max_results=1)), None)
+        next(iter(client.list_blobs(bucket, max_results=1, retry=None)), None)
     except NotFound:
         return False
     except Forbidden:
@@ -60,12 +156,13 @@ def bucket_exists_if_permitted(client: Any, bucket: str) -> bool | None:
     return True
 
 
+@waits_out_outages
 def read_object(client: Any, uri: str) -> bytes | None:
     """The content of the ``gs://`` object ``uri``; ``None`` when it does not exist."""
     from google.api_core.exceptions import NotFound
 
     try:
-        return _blob(client, uri).download_as_bytes()
+        return _blob(client, uri).download_as_bytes(retry=None)
     except NotFound:
         return None
 
@@ -76,18 +173,21 @@ def _blob(client: Any, uri: str) -> Any:
     return client.bucket(bucket).blob(name)
 
 
+@waits_out_outages
 def gcs_exists(client: Any, uri: str) -> bool:
     """Whether the object ``uri`` exists (a commit marker, a result)."""
-    return bool(_blob(client, uri).exists())
+    return bool(_blob(client, uri).exists(retry=None))
 
 
+@waits_out_outages
 def gcs_has_objects(client: Any, directory: str) -> bool:
     """Whether anything at all is stored under ``directory`` (one listing of at most one object)."""
     bucket, name = split_gcs_uri(directory)
     prefix = f"{name.strip('/')}/" if name.strip("/") else ""
-    return any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1))
+    return any(True for _ in client.list_blobs(bucket, prefix=prefix, max_results=1, retry=None))
 
 
+@waits_out_outages
 def gcs_read_json(client: Any, uri: str) -> Any:
     """The object's JSON, or ``None`` when it is missing or not JSON."""
     data = read_object(client, uri)
@@ -97,16 +197,18 @@ def gcs_read_json(client: Any, uri: str) -> Any:
         return None
 
 
+@waits_out_outages
 def gcs_write_json(client: Any, uri: str, data: Any) -> None:
     """Write ``data`` as indented, key-sorted JSON (small records: provenance, results)."""
     text = json.dumps(data, indent=2, sort_keys=True)
-    _blob(client, uri).upload_from_string(text, content_type="application/json")
+    _blob(client, uri).upload_from_string(text, content_type="application/json", retry=None)
 
 
 class ObjectChanged(Exception):
     """Another writer changed the object between our read and our conditional write."""
 
 
+@waits_out_outages
 def read_with_generation(client: Any, uri: str) -> tuple[bytes | None, int]:
     """The object's bytes and the generation they are of; ``(None, 0)`` when it does not exist.
 
@@ -117,25 +219,27 @@ def read_with_generation(client: Any, uri: str) -> tuple[bytes | None, int]:
     from google.api_core.exceptions import NotFound, PreconditionFailed
 
     bucket, name = split_gcs_uri(uri)
-    blob = client.bucket(bucket).get_blob(name)
+    blob = client.bucket(bucket).get_blob(name, retry=None)
     if blob is None:
         return None, 0
     try:
-        return blob.download_as_bytes(if_generation_match=blob.generation), int(blob.generation)
+        return blob.download_as_bytes(if_generation_match=blob.generation, retry=None), int(blob.generation)
     except (PreconditionFailed, NotFound):
         raise ObjectChanged(uri) from None
 
 
+@waits_out_outages
 def write_if_generation(client: Any, uri: str, text: str, content_type: str, generation: int) -> None:
     """Write ``uri`` only if it is still at ``generation`` (0: only if it does not exist), else :class:`ObjectChanged`."""
     from google.api_core.exceptions import PreconditionFailed
 
     try:
-        _blob(client, uri).upload_from_string(text, content_type=content_type, if_generation_match=generation)
+        _blob(client, uri).upload_from_string(text, content_type=content_type, if_generation_match=generation, retry=None)
     except PreconditionFailed:
         raise ObjectChanged(uri) from None
 
 
+@waits_out_outages
 def missing_buckets(client: Any, uris: list[str]) -> list[str]:
     """The buckets of the ``gs://`` URIs that do not exist, each once, in order.
 
@@ -146,10 +250,11 @@ def missing_buckets(client: Any, uris: list[str]) -> list[str]:
     return [bucket for bucket in buckets if bucket_exists_if_permitted(client, bucket) is False]
 
 
+@waits_out_outages
 def write_file(client: Any, uri: str, data: bytes, content_type: str) -> None:
     """Write ``data`` to a ``gs://`` object or a local file; locally atomically (a reader never sees half a PNG)."""
     if is_gcs(uri):
-        _blob(client, uri).upload_from_string(data, content_type=content_type)
+        _blob(client, uri).upload_from_string(data, content_type=content_type, retry=None)
         return
     directory = os.path.dirname(uri)
     os.makedirs(directory, exist_ok=True)
@@ -164,6 +269,7 @@ def write_file(client: Any, uri: str, data: bytes, content_type: str) -> None:
         raise
 
 
+@waits_out_outages
 def scan_checkpoints(
     checkpoint_dir: str,
     *,
@@ -184,6 +290,7 @@ def scan_checkpoints(
     return _scan_local(checkpoint_dir, newer_than, min_step)
 
 
+@waits_out_outages
 def newest_committed_checkpoint(
     checkpoint_dir: str,
     *,
@@ -210,7 +317,7 @@ def _scan_gcs(
     bucket_name, _ = split_gcs_uri(checkpoint_dir)
     prefix = gcs_object_prefix(checkpoint_dir)
     try:
-        listing = client.list_blobs(bucket_name, prefix=prefix, delimiter="/", fields="prefixes,nextPageToken")
+        listing = client.list_blobs(bucket_name, prefix=prefix, delimiter="/", fields="prefixes,nextPageToken", retry=None)
         for _page in listing.pages:
             pass
     except NotFound:
@@ -223,7 +330,7 @@ def _scan_gcs(
     partial: list[int] = []
 
     def is_committed(name: str) -> bool:
-        if bucket.blob(prefix + marker_name(name)).exists():
+        if bucket.blob(prefix + marker_name(name)).exists(retry=None):
             return True
         partial.append(int(name))
         return False

@@ -347,7 +347,7 @@ class PathwaysJobOperator(ClusterOperator):
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
         record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions)
         if plan.reuse is None and plan.adopt is None:
-            resume_from = self._newest_checkpoint() if plan.attempt > 0 else None
+            resume_from = self._newest_checkpoint(context) if plan.attempt > 0 else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
             adoption = self.hook.create_or_adopt(manifest, identity.key)
             verb = "submitted" if adoption.created else "adopted the existing"
@@ -441,10 +441,9 @@ class PathwaysJobOperator(ClusterOperator):
 
         return self.execute_complete(context, asyncio.run(first_event()), record.to_dict())
 
-    def _newest_checkpoint(self) -> Checkpoint | None:
-        if not self.checkpoint_dir:
-            return None
-        return newest_committed_checkpoint(self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id)
+    def _newest_checkpoint(self, context: Context) -> Checkpoint | None:  # GCS outages: waited out until the deadline
+        deadline = self.deadline(context)
+        return newest_committed_checkpoint(self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id, deadline=deadline) if self.checkpoint_dir else None
 
     def _resubmit_after_disruption(self, context: Context, submission: Submission, event: WorkloadEvent) -> dict[str, Any]:
         """Maintenance, preemption or slice loss ended the workload: submit a fresh one that resumes.
@@ -453,7 +452,7 @@ class PathwaysJobOperator(ClusterOperator):
         before the next one exists, so there is never more than one.
         """
         assert event.classification is not None
-        checkpoint = self._newest_checkpoint()
+        checkpoint = self._newest_checkpoint(context)
         disruption = disruption_of(
             event.classification,
             workload=submission.name,
@@ -508,7 +507,7 @@ class PathwaysJobOperator(ClusterOperator):
         observation = self.hook.observe(self.backend, name, self.namespace)
         if state.phase is Phase.SUCCEEDED:
             self._log_main_container_tail(observation)
-            result = self._result(record, state)
+            result = self._result(context, record, state)
             self.log.info("%s: %s", name, result["disruption_summary"])
             _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
             self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
@@ -518,7 +517,7 @@ class PathwaysJobOperator(ClusterOperator):
         self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
         raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
-    def _result(self, record: Submission, state: WorkloadState) -> dict[str, Any]:
+    def _result(self, context: Context, record: Submission, state: WorkloadState) -> dict[str, Any]:
         disruptions = [d.to_dict() for d in record.disruptions]
         result: dict[str, Any] = {
             "name": record.name,
@@ -531,7 +530,7 @@ class PathwaysJobOperator(ClusterOperator):
             "disruption_summary": summarize(disruptions),
         }
         if self.checkpoint_dir:
-            checkpoint = self._newest_checkpoint()
+            checkpoint = self._newest_checkpoint(context)
             result["checkpoint"] = checkpoint.as_xcom() if checkpoint else None
         return result
 

@@ -13,6 +13,7 @@ poke would cost a request per thousand files per poke.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -74,12 +75,18 @@ class CheckpointSensor(DeferrableSensor):
         if is_gcs(directory) and self._client is None:
             self._client = storage_client(self.gcp_conn_id)
         scan = scan_checkpoints(
-            directory, newer_than=newer_than, min_step=min_step, gcp_conn_id=self.gcp_conn_id, client=self._client
+            directory, newer_than=newer_than, min_step=min_step, gcp_conn_id=self.gcp_conn_id, client=self._client,
+            deadline=self._deadline(context),
         )
         self.log.info("%s", describe_scan(scan, newer_than=newer_than, min_step=min_step))
         if scan.found is None:
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=scan.found.as_xcom())
+
+    def _deadline(self, context: Context) -> float:
+        """When the sensor's ``timeout`` runs out: how long a GCS outage may be waited out."""
+        start = getattr(context.get("ti"), "start_date", None)
+        return (start.timestamp() if start else time.time()) + float(self.timeout)
 
     def trigger(self) -> BaseTrigger:
         from pathways_airflow.triggers.checkpoint import CheckpointTrigger
@@ -91,6 +98,7 @@ class CheckpointSensor(DeferrableSensor):
             newer_than=newer_than,
             gcp_conn_id=self.gcp_conn_id,
             poll_interval=float(self.poke_interval),
+            deadline=time.time() + float(self.timeout),
         )
 
     def finish(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:

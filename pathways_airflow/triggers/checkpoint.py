@@ -3,7 +3,8 @@
 Object stores have no watch, so this polls — with the very look the sensor makes
 (:func:`pathways_airflow.sensors.checkpoint.scan_checkpoints`: one prefix listing plus marker
 reads), run in a thread because ``google-cloud-storage`` is synchronous and the triggerer's
-event loop must never block. One storage client is kept for the trigger's life. It never raises
+event loop must never block. Each look waits out a GCS outage until ``deadline`` (the sensor's
+``timeout``). One storage client is kept for the trigger's life. It never raises
 out of ``run()``: a look that keeps failing ends in one ``error`` event the task turns into a
 clear failure.
 """
@@ -14,6 +15,8 @@ import asyncio
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from pathways_airflow.exceptions import StorageUnavailableError
 
 DEFAULT_POLL_INTERVAL = 60.0
 MAX_CONSECUTIVE_FAILURES = 5
@@ -31,6 +34,7 @@ class CheckpointTrigger(BaseTrigger):
         gcp_conn_id: str = "google_cloud_default",
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         max_failures: int = MAX_CONSECUTIVE_FAILURES,
+        deadline: float | None = None,
     ):
         super().__init__()
         self.checkpoint_dir = checkpoint_dir
@@ -39,6 +43,7 @@ class CheckpointTrigger(BaseTrigger):
         self.gcp_conn_id = gcp_conn_id
         self.poll_interval = poll_interval
         self.max_failures = max_failures
+        self.deadline = deadline
         self._client: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -51,6 +56,7 @@ class CheckpointTrigger(BaseTrigger):
                 "gcp_conn_id": self.gcp_conn_id,
                 "poll_interval": self.poll_interval,
                 "max_failures": self.max_failures,
+                "deadline": self.deadline,
             },
         )
 
@@ -82,7 +88,7 @@ class CheckpointTrigger(BaseTrigger):
                 self.log.warning(
                     "reading %s failed (%d of %d in a row): %s", self.checkpoint_dir, failures, self.max_failures, message
                 )
-                if failures >= self.max_failures:
+                if failures >= self.max_failures or isinstance(error, StorageUnavailableError):
                     yield TriggerEvent(
                         {
                             "status": "error",
@@ -115,6 +121,7 @@ class CheckpointTrigger(BaseTrigger):
             min_step=self.min_step,
             gcp_conn_id=self.gcp_conn_id,
             client=self._client,
+            deadline=self.deadline,
         )
 
     def _close(self) -> None:

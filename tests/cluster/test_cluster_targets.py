@@ -9,6 +9,7 @@ Runs against two local clusters, one reached through ``kube_config_path`` and on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import kubernetes.client
@@ -66,10 +67,13 @@ def test_async_hooks_built_concurrently_on_one_loop_stay_apart(two_clusters):
             hook_a = AsyncPathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_a"))
             hook_b = AsyncPathwaysHook(ClusterTarget(kubernetes_conn_id="cluster_b"))
             # Both clients are first built at the same time, as two triggers starting together do.
-            client_a, client_b = await asyncio.gather(hook_a.api_client(), hook_b.api_client())
-            assert client_a.configuration.host == a.server
-            assert client_b.configuration.host == b.server
-            assert client_a.configuration is not client_b.configuration
+            async with contextlib.AsyncExitStack() as held:
+                client_a, client_b = await asyncio.gather(
+                    held.enter_async_context(hook_a.api_client()), held.enter_async_context(hook_b.api_client())
+                )
+                assert client_a.configuration.host == a.server
+                assert client_b.configuration.host == b.server
+                assert client_a.configuration is not client_b.configuration
             listed_a, listed_b = await asyncio.gather(
                 hook_a.request("GET", "/api/v1/namespaces"), hook_b.request("GET", "/api/v1/namespaces")
             )

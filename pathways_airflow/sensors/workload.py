@@ -116,7 +116,8 @@ class PathwaysJobSensor(ClusterConnectionMixin, DeferrableSensor):
 
     def read_state(self) -> WorkloadState:
         """The workload's state now (remembering whether it has been seen to exist)."""
-        from pathways_airflow.state.status import transition_line, workload_state
+        from pathways_airflow.state.messages import transition_line
+        from pathways_airflow.state.status import workload_state
 
         observation = self.hook.observe(self.backend, self.name, self.namespace, submitted=self._seen)
         top = observation.pathwaysjob if self.backend == "pathwaysjob" else observation.jobset

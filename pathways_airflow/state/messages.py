@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any, Mapping, Sequence
 
 from pathways_airflow.state.disruption import summarize
-from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.records import Submission
 from pathways_airflow.state.status import failed_container
 
@@ -70,3 +70,30 @@ def budget_exhausted_message(submission: Submission, max_disruptions: int) -> st
         for d in submission.disruptions
     )
     return f"{submission.name}: more disruptions than max_disruptions={max_disruptions} ({summarize(disruptions)}):\n{lines}"
+
+
+def _brief(state: WorkloadState) -> str:
+    """Phase and slices, as :meth:`WorkloadState.summary` starts, for the "from" side of a transition."""
+    text = state.phase.value
+    if state.slices_total and state.phase in (Phase.PROVISIONING, Phase.RUNNING, Phase.RESTARTING):
+        text += f" {state.slices_ready}/{state.slices_total} slices"
+    return text
+
+
+def transition_line(previous: WorkloadState | None, current: WorkloadState) -> str | None:
+    """The log line for a change a human cares about (phase, ready slices, restarts, cause), else ``None``.
+
+    Messages alone do not count: a scheduler's wording or a Kueue message may change on every
+    poll, and a line per poll buries the transitions that matter.
+    """
+    if previous is None:
+        return current.summary()
+    unchanged = (
+        previous.phase == current.phase
+        and previous.slices_ready == current.slices_ready
+        and previous.restarts == current.restarts
+        and previous.cause == current.cause
+    )
+    if unchanged:
+        return None
+    return f"{_brief(previous)} → {current.summary()}"

@@ -48,6 +48,35 @@ def next_step(state: WorkloadState, classification: Classification | None) -> Ne
     return NextStep.FAIL
 
 
+def bug_stopped_in_place(state: WorkloadState, classification: Classification) -> WorkloadState | None:
+    """The FAILED state to report for a PathwaysJob whose head program failed with the user's exit
+    code while the workload still runs, or ``None`` when it was no bug.
+
+    The PathwaysJob has no failure policy (its JobSet's is ``maxRestarts`` alone), so its JobSet
+    restarts a bug as it would a lost slice, every restart burning the slices again on the same
+    exit. The owner stops it at the first such exit instead; ``max_restarts`` stays for the
+    failures it is for. Only an exit code seen on the head counts: an inferred bug is no reason
+    to cut a run short.
+    """
+    if classification.verdict is not Verdict.USER_ERROR or classification.exit_code is None:
+        return None
+    return WorkloadState(
+        Phase.FAILED,
+        message=(
+            f"container {classification.container} of pod {classification.pod} exited with code "
+            f"{classification.exit_code}, a user's exit code: stopped at JobSet restart {state.restarts}, "
+            "as every further restart would only run the bug again"
+        ),
+        slices_ready=state.slices_ready,
+        slices_total=state.slices_total,
+        restarts=state.restarts,
+        cause=FailureCause.USER_CODE,
+        exit_code=classification.exit_code,
+        container=classification.container,
+        pod=classification.pod,
+    )
+
+
 def is_disruption(state: WorkloadState, classification: Classification) -> bool:
     """Only when infrastructure ended the workload, never for a bug or a refused spec.
 

@@ -253,14 +253,30 @@ def exit_code_of(container_status: Mapping[str, Any] | None) -> int | None:
 
 def failed_container(observation: Observation) -> tuple[str, str, int] | None:
     """``(pod, container, exit code)`` when the current attempt's head program ended non-zero."""
+    found = _head_exit(observation, head_pods(observation), restarted_too=False)
+    return found[:3] if found else None
+
+
+def head_exit_seen(observation: Observation) -> tuple[str, str, int, int] | None:
+    """``(pod, container, exit code, restart attempt)`` of the newest non-zero exit of a head
+    program, also one it was already restarted in place after (its ``lastState``: the Job counts
+    that restart as its failure). Any attempt's: the JobSet may restart within the same second,
+    before a watcher has seen the exit on the attempt it happened in."""
+    return _head_exit(observation, _newest_first(p for p in observation.pods if _replicated_job_of(p) == HEAD_JOB), restarted_too=True)
+
+
+def _head_exit(observation: Observation, heads: Iterable[Obj], *, restarted_too: bool) -> tuple[str, str, int, int] | None:
     known, declared = _declared_main_container(observation)
     if known and declared is None:
         return None
-    for pod in head_pods(observation):
+    for pod in heads:
         status = main_container_status(pod, declared)
         code = exit_code_of(status)
+        if not code and restarted_too and status is not None:
+            code = _as_int(((status.get("lastState") or {}).get("terminated") or {}).get("exitCode"), 0)
         if status is not None and code:
-            return _name(pod), str(status.get("name")), code
+            attempt = _attempt_label(pod)
+            return _name(pod), str(status.get("name")), code, current_attempt(observation) if attempt is None else attempt
     return None
 
 
@@ -615,36 +631,6 @@ def container_problem(pods: Iterable[Obj]) -> str | None:
                 detail = f": {waiting['message']}" if waiting.get("message") else ""
                 return f"pod {_name(pod)}: container {item.get('name')} {waiting['reason']}{detail}"
     return None
-
-
-# --- logging -----------------------------------------------------------------------------------
-
-
-def _brief(state: WorkloadState) -> str:
-    """Phase and slices, as :meth:`WorkloadState.summary` starts, for the "from" side of a transition."""
-    text = state.phase.value
-    if state.slices_total and state.phase in (Phase.PROVISIONING, Phase.RUNNING, Phase.RESTARTING):
-        text += f" {state.slices_ready}/{state.slices_total} slices"
-    return text
-
-
-def transition_line(previous: WorkloadState | None, current: WorkloadState) -> str | None:
-    """The log line for a change a human cares about (phase, ready slices, restarts, cause), else ``None``.
-
-    Messages alone do not count: a scheduler's wording or a Kueue message may change on every
-    poll, and a line per poll buries the transitions that matter.
-    """
-    if previous is None:
-        return current.summary()
-    unchanged = (
-        previous.phase == current.phase
-        and previous.slices_ready == current.slices_ready
-        and previous.restarts == current.restarts
-        and previous.cause == current.cause
-    )
-    if unchanged:
-        return None
-    return f"{_brief(previous)} → {current.summary()}"
 
 
 def has_reached(state: WorkloadState, phase: str) -> bool:

@@ -20,16 +20,17 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
+from pathways_airflow.state.messages import transition_line
 from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
+from pathways_airflow.state.outcome import bug_stopped_in_place
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.status import (
     current_attempt,
-    failed_container,
     has_reached,
+    head_exit_seen,
     head_pod,
     pods_of_current_attempt,
-    transition_line,
     workload_state,
 )
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
@@ -144,6 +145,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
         Jobs, and the counts they held then are the evidence of lost workers."""
+        self._heads_judged: set[tuple[str, str]] = set()
+        """The (pod, container) head failures already judged while the workload ran."""
         self._disruptions_recorded: set[int] = set()
         """The JobSet restart attempts whose disruption is already written on the workload."""
 
@@ -211,24 +214,20 @@ class PathwaysJobTrigger(KillableTrigger):
                 if line:
                     self.log.info("%s/%s: %s", self.namespace, self.name, line)
                 previous = state
+                classification = None
+                attempt = self._head_failed_while_running(observation, state)
+                if attempt is not None:
+                    classification = await self._settled_verdict(observation, subscriptions, watches, attempt)
+                    stopped = bug_stopped_in_place(state, classification)
+                    if stopped is not None:
+                        await self._record_verdict(classification)
+                        await self._delete("its head program failed with the user's exit code")
+                        self.log.info("%s/%s: %s", self.namespace, self.name, stopped.summary())
+                        state = stopped
                 if state.phase.finished or self._reached(state):
-                    classification = None
-                    if state.phase.value == "FAILED":
-                        classified = await self._classify(observation)
-                        if worth_a_second_look(classified):
-                            # The workload's watch can run ahead of the pods' and Jobs' watches:
-                            # a program that died because its slice went away looks like a
-                            # user's bug until the workers' DisruptionTarget arrives, and a
-                            # user's bug looks like nothing at all until the head's exit code
-                            # does. Both verdicts decide whether a slice is spent again, so let
-                            # the other watches catch up and look again.
-                            await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS)
-                            await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
-                            observation = observe(self.backend, self.name, self.namespace, watches)
-                            self._remember_live_jobs(observation)
-                            classified = await self._classify(observation)
-                        await self._record_verdict(classified)
-                        classification = classified
+                    if state.phase.value == "FAILED" and classification is None:
+                        classification = await self._settled_verdict(observation, subscriptions, watches)
+                        await self._record_verdict(classification)
                     finished = WorkloadEvent(
                         "finished",
                         self.name,
@@ -254,10 +253,10 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _capture_failure(self, observation: Observation) -> None:
         """Read a failed container's last log lines as soon as it fails: its pod may soon be deleted."""
-        failed = failed_container(observation)
+        failed = head_exit_seen(observation)
         if failed is None:
             return
-        pod, container, exit_code = failed
+        pod, container, exit_code, _ = failed
         if self._failure and (self._failure["pod"], self._failure["container"]) == (pod, container):
             return
         lines = await AsyncPathwaysHook(self.cluster).read_log_tail(self.namespace, pod, container)
@@ -298,16 +297,49 @@ class PathwaysJobTrigger(KillableTrigger):
             if not job["metadata"].get("deletionTimestamp"):
                 self._live_jobs[job["metadata"]["name"]] = job
 
-    async def _classify(self, observation: Observation) -> Classification:
-        """Why it stopped: the pods and Jobs as last seen (deleted ones too), the nodes now, and
-        a disruption an earlier trigger saw during this attempt and wrote on the workload."""
+    async def _settled_verdict(
+        self, observation: Observation, subscriptions: dict[str, Any], watches: dict[str, SharedWatch], attempt: int | None = None
+    ) -> Classification:
+        """Why it stopped, looked at twice when the first verdict could still change.
+
+        The workload's watch can run ahead of the pods' and Jobs' watches: a program that died
+        because its slice went away looks like a user's bug until the workers' DisruptionTarget
+        arrives, and a user's bug looks like nothing at all until the head's exit code does. Both
+        verdicts decide whether a slice is spent again, so the other watches get to catch up.
+        """
+        classified = await self._classify(observation, attempt)
+        if not worth_a_second_look(classified):
+            return classified
+        await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS)
+        await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
+        observation = observe(self.backend, self.name, self.namespace, watches)
+        self._remember_live_jobs(observation)
+        return await self._classify(observation, attempt)
+
+    def _head_failed_while_running(self, observation: Observation, state: WorkloadState) -> int | None:
+        """The restart attempt of a head program exit not yet judged, in a PathwaysJob this task owns."""
+        if self.backend != "pathwaysjob" or self.until_phase is not None or state.phase.finished:
+            return None
+        failed = head_exit_seen(observation)
+        if failed is None or failed[:2] in self._heads_judged:
+            return None
+        self._heads_judged.add(failed[:2])
+        return failed[3]
+
+    async def _classify(self, observation: Observation, attempt: int | None = None) -> Classification:
+        """Why restart attempt ``attempt`` (default: the current one) stopped: the pods and Jobs as
+        last seen (deleted ones too), the nodes now, and a disruption an earlier trigger saw during
+        that attempt and wrote on the workload."""
         nodes = await AsyncPathwaysHook(self.cluster).list_nodes()
         seen = {j["metadata"]["name"]: j for j in observation.jobs}
         jobs = list({**seen, **self._live_jobs}.values())
-        recorded = disruption_seen(_top(observation), current_attempt(observation))
+        attempt = current_attempt(observation) if attempt is None else attempt
+        jobset = observation.jobset
+        if jobset is not None and attempt != current_attempt(observation):
+            jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
         return classify(
-            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=observation.jobset,
-            kueue_workload=observation.kueue_workload, recorded=recorded,
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset,
+            kueue_workload=observation.kueue_workload, recorded=disruption_seen(_top(observation), attempt),
         )
 
     async def _record_disruption_seen(self, observation: Observation) -> None:

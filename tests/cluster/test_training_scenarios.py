@@ -114,3 +114,28 @@ def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
     failed = next(c for c in final["status"]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "FailJobSetFailurePolicyAction"
     assert "(first failed job: userbug-pathways-head-0)" in failed["message"]
+
+
+def test_a_pathwaysjob_whose_head_fails_with_the_users_exit_code_is_stopped_before_its_jobset_restarts_it(pathways_cluster):
+    """The PathwaysJob has no failure policy: its JobSet would restart the bug ``max_restarts``
+    times. The trigger that owns it stops it at the first exit, with the log that says why."""
+    from pathways_airflow.hooks.pathways import ClusterTarget
+    from pathways_airflow.triggers.workload import PathwaysJobTrigger
+    from tests.support.triggers import first_event
+
+    cluster = pathways_cluster
+    name = "userbug-pj"
+    workload = training(
+        name, max_restarts=2, command=["python3", "-m", "MaxText.train", f"run_name={name}", "steps=400"],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2", "PATHWAYS_TESTING_FAIL_AT_STEP": "250", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+    )
+    cluster.apply(render(workload, backend="pathwaysjob", name=name, namespace="default"))
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict(), recheck_seconds=1)
+    event = first_event(trigger, timeout=90)
+    assert event["status"] == "finished", event
+    assert event["state"]["phase"] == "FAILED" and event["state"]["cause"] == "USER_CODE" and event["state"]["exit_code"] == 3
+    # The local JobSet restarts in the instant the head exits: the exit is judged on the restart
+    # after, which is stopped; without the stop the JobSet runs the bug max_restarts (2) times.
+    assert event["state"]["restarts"] < 2 and "stopped at JobSet restart" in event["state"]["message"]
+    assert (event["failure"]["container"], event["failure"]["exit_code"]) == ("main", 3), event["failure"]
+    wait_for(lambda: cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", name) is None and not pods_of(cluster, name), timeout=60)

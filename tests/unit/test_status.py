@@ -20,12 +20,12 @@ import pytest
 
 from pathways_airflow.state import status as status_module
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
+from pathways_airflow.state.messages import transition_line
 from pathways_airflow.state.status import (
     exit_code_of,
     failed_container,
     head_pod,
     main_container_status,
-    transition_line,
     workload_state,
 )
 

@@ -281,7 +281,9 @@ class PathwaysJobTrigger(KillableTrigger):
                 if step is not None:
                     self._last_step = max(step, self._last_step or 0)
         if state.phase.value == "RESTARTING" and (previous is None or previous.phase.value != "RESTARTING"):
-            classification = await self._classify(observation)
+            # The JobSet counts the restart before its new pods exist: the cause is in the attempt before.
+            ended = state.restarts - 1 if previous is not None and state.restarts > previous.restarts else state.restarts
+            classification = await self._classify(observation, max(0, ended))
             self._restarts.append(
                 Disruption(
                     time.time(), classification.verdict.value, classification.evidence, self._last_step, JOBSET_RESTART

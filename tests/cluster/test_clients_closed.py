@@ -10,7 +10,6 @@ one still referenced would be reported only when the process exits, so it counts
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import warnings
@@ -22,6 +21,7 @@ from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
 from pathways_airflow.resources import JOB, JOBSET
 from pathways_airflow.triggers.job import BatchJobTrigger
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from tests.support.triggers import cancelled_like_a_triggerer
 from tests.support.workloads import submit_training
 
 
@@ -55,24 +55,6 @@ def first_event_as_dag_test_runs_it(trigger: Any) -> Any:
     return asyncio.run(first())
 
 
-def cancelled_as_a_triggerer_cancels_it(trigger: Any, after: float = 1.0) -> None:
-    async def run_trigger() -> None:
-        try:
-            async for _ in trigger.run():
-                pass
-        finally:
-            await trigger.cleanup()
-
-    async def main() -> None:
-        task = asyncio.create_task(run_trigger())
-        await asyncio.sleep(after)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
-
-
 def test_a_trigger_run_to_its_event_leaves_no_session_open(pathways_cluster, caplog):
     submit_training("closed-finished", steps=1)
     trigger = PathwaysJobTrigger(name="closed-finished", namespace="default", backend="jobset", target=ClusterTarget().to_dict())
@@ -100,7 +82,7 @@ def test_a_cancelled_trigger_leaves_no_session_open(pathways_cluster, caplog):
     trigger = PathwaysJobTrigger(name="closed-cancelled", namespace="default", backend="jobset", target=ClusterTarget().to_dict())
 
     try:
-        assert left_open(caplog, lambda: cancelled_as_a_triggerer_cancels_it(trigger)) == []
+        assert left_open(caplog, lambda: cancelled_like_a_triggerer(trigger, 1.0, close_clients=False)) == []
     finally:
         PathwaysHook().delete(JOBSET, "default", "closed-cancelled")
 
@@ -108,7 +90,7 @@ def test_a_cancelled_trigger_leaves_no_session_open(pathways_cluster, caplog):
 def test_a_polling_trigger_cancelled_between_polls_leaves_no_session_open(pathways_cluster, caplog):
     trigger = BatchJobTrigger(name="closed-never-made", namespace="default", target=ClusterTarget().to_dict(), poll_interval=0.2)
 
-    assert left_open(caplog, lambda: cancelled_as_a_triggerer_cancels_it(trigger)) == []
+    assert left_open(caplog, lambda: cancelled_like_a_triggerer(trigger, 1.0, close_clients=False)) == []
     assert PathwaysHook().get(JOB, "default", "closed-never-made") is None
 
 

@@ -20,6 +20,7 @@ from pathways_airflow.resources import JOBSET
 from pathways_airflow.state.task_instance import killed_while_deferred, this_task_state
 from pathways_airflow.triggers.kill import NATIVE_ON_KILL
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from tests.support.triggers import cancelled_like_a_triggerer
 from tests.support.waiting import wait_for
 from tests.support.workloads import submit_training
 
@@ -44,25 +45,6 @@ class SupervisorChannel:
         return TaskStatesResult(task_states={TI.run_id: {TI.task_id: self.state}})
 
 
-def cancel_like_a_triggerer(trigger: PathwaysJobTrigger, after: float = 2.0) -> None:
-    async def run_trigger() -> None:
-        try:
-            async for _ in trigger.run():
-                pass
-        finally:
-            await trigger.cleanup()
-
-    async def main() -> None:
-        task = asyncio.create_task(run_trigger())
-        await asyncio.sleep(after)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await AsyncPathwaysHook.close_all()
-
-    asyncio.run(main())
-
-
 @pytest.mark.parametrize("state", ["failed", "success", None, "deferred"])
 def test_a_cancelled_trigger_deletes_the_workload_only_when_its_task_was_killed(pathways_cluster, monkeypatch, state):
     import airflow.sdk.execution_time.task_runner as task_runner
@@ -74,7 +56,7 @@ def test_a_cancelled_trigger_deletes_the_workload_only_when_its_task_was_killed(
     trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict())
     trigger.task_instance = TI
 
-    cancel_like_a_triggerer(trigger)
+    cancelled_like_a_triggerer(trigger)
 
     if NATIVE_ON_KILL or state == "deferred":
         # 3.3 calls on_kill itself and cleanup() must not; a task still deferred was not killed
@@ -96,7 +78,7 @@ def test_a_trigger_that_cannot_ask_airflow_deletes_nothing(pathways_cluster, mon
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", None, raising=False)
     trigger = PathwaysJobTrigger(name="kill-unknown", namespace="default", backend="jobset", target=ClusterTarget().to_dict())
     trigger.task_instance = TI
-    cancel_like_a_triggerer(trigger)
+    cancelled_like_a_triggerer(trigger)
     assert hook.get(JOBSET, "default", "kill-unknown") is not None
     hook.delete(JOBSET, "default", "kill-unknown")
 

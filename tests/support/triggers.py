@@ -8,6 +8,7 @@ that keeps state outside them, fails here as it would after a triggerer restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any, Callable
 
@@ -80,3 +81,27 @@ async def _cancel(waiting: asyncio.Future) -> None:
             await waiting
         except (asyncio.CancelledError, Exception):  # its outcome is no longer wanted
             pass
+
+
+def cancelled_like_a_triggerer(trigger: Any, after: float = 2.0, *, close_clients: bool = True) -> None:
+    """Run ``trigger`` for ``after`` seconds, then cancel it and run its ``cleanup()`` as a
+    triggerer does (``run_trigger``: cancel, then clean up). ``close_clients=False`` leaves the
+    async clients to close themselves, for tests that check they do."""
+
+    async def run_trigger() -> None:
+        try:
+            async for _ in trigger.run():
+                pass
+        finally:
+            await trigger.cleanup()
+
+    async def main() -> None:
+        task = asyncio.create_task(run_trigger())
+        await asyncio.sleep(after)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if close_clients:
+            await AsyncPathwaysHook.close_all()
+
+    asyncio.run(main())

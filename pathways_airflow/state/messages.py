@@ -97,3 +97,20 @@ def transition_line(previous: WorkloadState | None, current: WorkloadState) -> s
     if unchanged:
         return None
     return f"{_brief(previous)} → {current.summary()}"
+
+
+STUCK_LOG_EVERY_SECONDS = 300.0
+"""How often a workload that is not running yet says again what holds it."""
+
+
+def still_waiting_line(state: WorkloadState, waiting_since: float, last_said: float, now: float) -> str | None:
+    """``still QUEUED after 14 min: waiting for Kueue: ...`` every :data:`STUCK_LOG_EVERY_SECONDS`
+    while the workload waits (queued, provisioning, restarting), else ``None``.
+
+    A transition is logged once; a wait of an hour would otherwise leave the log silent after
+    its first line, and the message says what to act on (Kueue's reason with the queue's usage,
+    the scheduler's reason for a pending pod, a container that cannot start).
+    """
+    if state.phase not in (Phase.QUEUED, Phase.PROVISIONING, Phase.RESTARTING) or now - last_said < STUCK_LOG_EVERY_SECONDS:
+        return None
+    return f"still {_brief(state)} after {(now - waiting_since) / 60:.0f} min: {state.message or 'no reason given'}"

@@ -20,7 +20,7 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
-from pathways_airflow.state.messages import transition_line
+from pathways_airflow.state.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
 from pathways_airflow.state.outcome import bug_stopped_in_place
 from pathways_airflow.state.progress import last_completed_step
@@ -145,6 +145,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
         Jobs, and the counts they held then are the evidence of lost workers."""
+        self._phase_since = self._said_at = time.time()
+        """When the current phase began, and when the log last said anything of the workload."""
         self._heads_judged: set[tuple[str, str]] = set()
         """The (pod, container) head failures already judged while the workload ran."""
         self._disruptions_recorded: set[int] = set()
@@ -211,8 +213,13 @@ class PathwaysJobTrigger(KillableTrigger):
                 await self._record_disruption_seen(observation)
                 await self._note_progress(observation, previous, state)
                 line = transition_line(previous, state)
+                if line is None and previous is not None:
+                    line = still_waiting_line(state, self._phase_since, self._said_at, time.time())
+                else:
+                    self._phase_since = time.time()
                 if line:
                     self.log.info("%s/%s: %s", self.namespace, self.name, line)
+                    self._said_at = time.time()
                 previous = state
                 classification = None
                 attempt = self._head_failed_while_running(observation, state)

@@ -787,3 +787,15 @@ def test_a_kueue_workload_belongs_to_its_jobset_by_owner_or_by_label():
     assert kueue_workload_of("u-2", [other, owned, labelled]) is labelled
     assert kueue_workload_of("u-3", [other, owned, labelled]) is None
     assert kueue_workload_of("", [owned]) is None
+
+
+def test_a_workload_that_waits_says_again_what_holds_it_every_five_minutes():
+    from pathways_airflow.state.messages import STUCK_LOG_EVERY_SECONDS, still_waiting_line
+
+    queued = state_of("queued_waiting_for_quota")
+    start = 1_795_000_000.0
+    assert still_waiting_line(queued, start, start, start + 60) is None
+    line = still_waiting_line(queued, start, start, start + 14 * 60)
+    assert line == f"still QUEUED after 14 min: {queued.message}"
+    assert still_waiting_line(queued, start, start + 14 * 60, start + 14 * 60 + STUCK_LOG_EVERY_SECONDS - 1) is None
+    assert still_waiting_line(state_of("running_two_slices"), start, start, start + 3600) is None

@@ -27,10 +27,20 @@ LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_EXCLUSIVE_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 
 # kubernetes-sigs/kueue pkg/controller/constants/constants.go (QueueLabel,
-# WorkloadPriorityClassLabel, JobUIDLabel).
+# WorkloadPriorityClassLabel, JobUIDLabel, MaxExecTimeSecondsLabel). Kueue copies the last into
+# the Workload's spec.maximumExecutionTimeSeconds (pkg/controller/jobframework/utils.go) and
+# deactivates the Workload once it has been admitted that long (pkg/controller/core/workload_controller.go).
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+MAX_EXEC_TIME = "kueue.x-k8s.io/max-exec-time-seconds"
+
+# kubernetes-sigs/kueue apis/kueue/v1beta2/workload_types.go (WorkloadMaximumExecutionTimeExceeded,
+# WorkloadDeactivated) and pkg/workload/patching/patching.go (ReasonWithCause): the reasons of a
+# Workload Kueue deactivated at its maximum execution time — ``DeactivationTarget`` first, then
+# ``Evicted`` with the deactivation and its cause joined by ``DueTo``.
+MAX_EXEC_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+DEACTIVATED_FOR_MAX_EXEC_TIME = f"DeactivatedDueTo{MAX_EXEC_TIME_EXCEEDED}"
 
 # GKE node labels and taints (cloud.google.com/kubernetes-engine/docs: TPUs in GKE, node pool
 # labels, and "Manage GKE node disruption for GPUs and TPUs").

@@ -30,7 +30,7 @@ from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
-from pathways_airflow.spec.arguments import exit_codes_problem, workload_placement_problems
+from pathways_airflow.spec.arguments import exit_codes_problem, kueue_max_exec_time, workload_placement_problems
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity
@@ -72,6 +72,7 @@ _WORKLOAD_FIELDS = (
     "enable_metrics_collection",
     "queue_name",
     "priority_class",
+    "max_exec_time_seconds",
     "labels",
     "annotations",
 )
@@ -98,6 +99,9 @@ class PathwaysJobOperator(ClusterOperator):
         with the same layout plus a maintenance-aware failure policy; for clusters without the
         PathwaysJob controller).
     :param queue_name: Kueue LocalQueue; :param priority_class: Kueue WorkloadPriorityClass.
+    :param max_exec_time_seconds: with ``queue_name``: Kueue stops the workload after it has run
+        this long, even if Airflow is gone (label ``kueue.x-k8s.io/max-exec-time-seconds``). By
+        default ``execution_timeout`` plus two minutes, so Airflow's own timeout fires first.
     :param namespace: namespace of the workload.
     :param kubernetes_conn_id: and the other cluster parameters: see
         :class:`~pathways_airflow.connection.ClusterConnectionMixin`.
@@ -176,6 +180,7 @@ class PathwaysJobOperator(ClusterOperator):
         enable_metrics_collection: bool | None = None,
         queue_name: str | None = None,
         priority_class: str | None = None,
+        max_exec_time_seconds: int | str | None = None,
         labels: Mapping[str, str] | None = None,
         annotations: Mapping[str, str] | None = None,
         backend: str = "pathwaysjob",
@@ -219,6 +224,7 @@ class PathwaysJobOperator(ClusterOperator):
         self.enable_metrics_collection = enable_metrics_collection
         self.queue_name = queue_name
         self.priority_class = priority_class
+        self.max_exec_time_seconds = max_exec_time_seconds
         self.labels = labels
         self.annotations = annotations
         self.backend = backend
@@ -283,6 +289,7 @@ class PathwaysJobOperator(ClusterOperator):
 
     def _workload_arguments(self, resume_from: Checkpoint | None = None) -> dict[str, Any]:
         arguments = {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
+        arguments["max_exec_time_seconds"] = kueue_max_exec_time(self.max_exec_time_seconds, self.execution_timeout, self.queue_name)
         if resume_from is not None and self.image is not None:
             arguments["env"] = with_resume_env(arguments["env"], resume_from)
         return arguments
@@ -555,10 +562,8 @@ class PathwaysJobOperator(ClusterOperator):
 
     def _kubectl_hint(self, name: str) -> str:
         kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"
-        return (
-            f"Look further with: kubectl -n {self.namespace} describe {kind} {name}; "
-            f"kubectl -n {self.namespace} get pods -l {well_known.JOBSET_NAME}={name}"
-        )
+        return (f"Look further with: kubectl -n {self.namespace} describe {kind} {name}; "
+                f"kubectl -n {self.namespace} get pods -l {well_known.JOBSET_NAME}={name}")
 
     def _link_fields(self) -> dict[str, Any]:
         return {"project_id": self.project_id, "location": self.location, "cluster_name": self.cluster_name}

@@ -7,6 +7,8 @@ again on the rendered value.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import os
 import re
 from typing import Any, Mapping
@@ -140,3 +142,20 @@ def janitor_arguments(namespace: Any, grace_period_seconds: Any, dry_run: Any) -
         problems.append(SpecProblem("dry_run", dry_run, "must be True or False"))
     raise_if_any([p for p in problems if p])
     return (None if every else namespace), grace, bool(flag)
+
+
+KUEUE_TIMEOUT_MARGIN_SECONDS = 120
+"""How much longer than ``execution_timeout`` Kueue lets a workload run before it stops it.
+
+Kueue's limit is a backstop for when Airflow is gone; while Airflow is there, its own timeout must
+fire first, so the task fails as a timeout and deletes its workload itself. Two minutes cover the
+triggerer noticing the deadline and the deletion (Kueue counts from admission, later still)."""
+
+
+def kueue_max_exec_time(explicit: Any, execution_timeout: dt.timedelta | None, queue_name: Any) -> Any:
+    """The value of Kueue's max-exec-time label: ``explicit`` if given (checked later, like every
+    argument), else ``execution_timeout`` in whole seconds plus the margin for a queued workload,
+    else ``None`` (Kueue enforces it only on a workload it queues)."""
+    if explicit is not None or execution_timeout is None or not queue_name:
+        return explicit
+    return math.ceil(execution_timeout.total_seconds()) + KUEUE_TIMEOUT_MARGIN_SECONDS

@@ -151,6 +151,7 @@ def build_workload(
     enable_metrics_collection: bool | None = None,
     queue_name: str | None = None,
     priority_class: str | None = None,
+    max_exec_time_seconds: int | str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> Workload:
@@ -158,7 +159,8 @@ def build_workload(
 
     ``image=None`` means a headless workload (no user program; clients connect from outside),
     as a PathwaysJob without ``controller.template``. Integer fields accept integer strings, as
-    rendered Jinja templates produce them.
+    rendered Jinja templates produce them. ``max_exec_time_seconds`` becomes Kueue's
+    max-exec-time label: a limit the cluster enforces even when no Airflow is left to.
     """
     problems: list[SpecProblem] = []
 
@@ -266,6 +268,11 @@ def build_workload(
             problems.append(SpecProblem(fieldname, value, "must be a Kueue object name (DNS subdomain, ≤ 63)"))
         else:
             all_labels[label] = value
+    exec_limit = _optional_integer(problems, "max_exec_time_seconds", max_exec_time_seconds, minimum=1, maximum=MAX_INT32)
+    if exec_limit is not None and queue_name is None:
+        problems.append(SpecProblem("max_exec_time_seconds", max_exec_time_seconds, "is enforced by Kueue: set queue_name too"))
+    elif exec_limit is not None:  # Kueue parses it as a positive int32 (pkg/controller/jobframework/utils.go)
+        all_labels[well_known.MAX_EXEC_TIME] = str(exec_limit)
     all_annotations = dict(string_mapping(problems, "annotations", annotations or {}, labels_like=False))
 
     raise_if_any(problems)

@@ -38,6 +38,8 @@ class FailureCause(str, enum.Enum):
     """The workload disappeared while we waited on it (deleted by someone else)."""
     DISRUPTION = "DISRUPTION"
     """Maintenance, preemption, slice loss: the infrastructure ended it."""
+    TIMEOUT = "TIMEOUT"
+    """Kueue stopped it at its maximum execution time: the task's own timeout, enforced by the cluster."""
     UNKNOWN = "UNKNOWN"
 
 

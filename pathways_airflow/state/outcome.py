@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection
 
+from airflow.providers.common.compat.sdk import AirflowTaskTimeout
+
 from pathways_airflow.exceptions import (
     BadSpecError,
     InfrastructureError,
@@ -84,7 +86,7 @@ def is_disruption(state: WorkloadState, classification: Classification) -> bool:
     evidence (maintenance, preemption, a lost slice): a program that exits 1 after losing its
     slice is not a bug, but an exit 1 with no such evidence is.
     """
-    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED):
+    if state.cause in (FailureCause.BAD_SPEC, FailureCause.QUOTA, FailureCause.DELETED, FailureCause.TIMEOUT):
         return False
     if state.cause is FailureCause.USER_CODE and classification.verdict is Verdict.UNKNOWN_INFRA:
         return False
@@ -129,7 +131,7 @@ def workload_failure(
     *,
     retry_user_errors: bool = False,
     owned: bool = True,
-) -> Exception:
+) -> BaseException:
     """The exception for a workload that failed: a deterministic failure fails at once, an infrastructure one may be retried.
 
     ``owned``: the task submitted the workload. A sensor watching someone else's workload
@@ -148,6 +150,8 @@ def workload_failure(
         return WorkloadEndedError(message)
     if state.cause is FailureCause.DELETED:
         return WorkloadDeletedError(message)
+    if state.cause is FailureCause.TIMEOUT:  # Kueue enforced execution_timeout: Airflow's own timeout, retried as one
+        return AirflowTaskTimeout(message)
     return InfrastructureError(message)
 
 

@@ -33,6 +33,7 @@ from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import HEAD_JOB, USER_ERROR_RULE_NAME, WORKER_JOB
 from pathways_airflow.spec.workload import RESERVED_CONTAINER_NAMES
 from pathways_airflow.state.conditions import condition, conditions, is_true
+from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
 
 Obj = Mapping[str, Any]
@@ -481,6 +482,9 @@ def state_from_kueue(observation: Observation) -> WorkloadState | None:
     workload = observation.kueue_workload
     if workload is None or is_true(workload, "Finished"):
         return None
+    timed_out = max_exec_time_exceeded(workload)
+    if timed_out:
+        return WorkloadState(Phase.FAILED, message=timed_out, cause=FailureCause.TIMEOUT)
     evicted = condition(workload, "Evicted")
     if evicted is not None and evicted.get("status") == "True" and not readmitted_since(workload, evicted):
         reason, message = evicted.get("reason") or "no reason", evicted.get("message") or "no message"
@@ -491,9 +495,7 @@ def state_from_kueue(observation: Observation) -> WorkloadState | None:
     if reserved is None:
         if _status(workload).get("admission"):
             return None
-        return WorkloadState(
-            Phase.QUEUED, message=f"waiting for Kueue to consider Workload {_name(workload)}"
-        )
+        return WorkloadState(Phase.QUEUED, message=f"waiting for Kueue to consider Workload {_name(workload)}")
     if reserved.get("status") != "True":
         message = reserved.get("message") or reserved.get("reason") or "no reason given"
         if reserved.get("reason") == "Inadmissible" and _MISSING_LOCAL_QUEUE.search(message):
@@ -509,9 +511,7 @@ def state_from_kueue(observation: Observation) -> WorkloadState | None:
         return WorkloadState(Phase.QUEUED, message=f"waiting for Kueue: {message}")
     admitted = condition(workload, "Admitted")
     if admitted is not None and admitted.get("status") != "True":
-        return WorkloadState(
-            Phase.QUEUED, message=f"quota reserved, waiting for admission: {_said(admitted)}"
-        )
+        return WorkloadState(Phase.QUEUED, message=f"quota reserved, waiting for admission: {_said(admitted)}")
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ def test_best_effort_fifo_lets_smaller_workloads_past_a_stuck_head_and_strict_fi
 @pytest.fixture(scope="module")
 def cluster(crds: Path):
     with LocalCluster(
-        crds=[crds], gcs=False, kueue=False, speed=100, namespaces=("fifo", "lq", "evict", "quota", "jobs")
+        crds=[crds], gcs=False, kueue=False, speed=100, namespaces=("fifo", "lq", "evict", "quota", "jobs", "overtime")
     ) as running:
         yield running
 
@@ -487,3 +488,36 @@ def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_adm
         lambda: not custom.list_namespaced_custom_object(*KUEUE, "jobs", "workloads")["items"],
         what="workload collected",
     )
+
+
+def test_a_jobset_past_its_max_exec_time_is_deactivated_with_nobody_watching(cluster, custom):
+    """Kueue's own backstop: no Airflow anywhere, the Workload is stopped after that much admitted time."""
+    create_queues(custom, queue_objects("overtime-cq", "overtime", 8))
+    limit = {"kueue.x-k8s.io/max-exec-time-seconds": "300"}  # 3 s of real time at speed 100
+    jobset = custom.create_namespaced_custom_object(
+        *JOBSET, "overtime", "jobsets", tpu_jobset("long", "overtime-cq", labels=limit)
+    )
+    admitted = workload_when(custom, "overtime", jobset, "Admitted")
+    assert admitted["spec"]["maximumExecutionTimeSeconds"] == 300
+    wait_for(lambda: running_pods(cluster, "overtime") == 2, what="pods running")
+
+    stopped = workload_when(custom, "overtime", jobset, "Requeued", status="False")
+    name = stopped["metadata"]["name"]
+    assert stopped["spec"]["active"] is False and "admission" not in stopped["status"]
+    assert (cond(stopped, "Evicted")["reason"], cond(stopped, "Evicted")["message"]) == (
+        "DeactivatedDueToMaximumExecutionTimeExceeded",
+        "The workload is deactivated due to exceeding the maximum execution time",
+    )
+    assert cond(stopped, "Requeued")["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
+    assert not cond(stopped, "DeactivationTarget"), "Kueue removes the target once it has evicted"
+    ran = stopped["status"]["accumulatedPastExecutionTimeSeconds"]
+    assert 300 <= ran < 400, ran
+    assert jobset_when(custom, "overtime", "long", suspended=True)
+    wait_for(lambda: running_pods(cluster, "overtime") == 0, what="pods gone")
+    reasons = dict(events_for(cluster, "overtime", name))
+    assert reasons["MaximumExecutionTimeExceeded"] == "The maximum execution time (300s) exceeded"
+    assert "EvictedDueToDeactivatedDueToMaximumExecutionTimeExceeded" in reasons
+
+    time.sleep(0.5)  # 50 simulated seconds, more than the requeue backoff: an inactive Workload stays out
+    assert not cond(workload_of(custom, "overtime", jobset), "Admitted").get("status") == "True"
+    assert running_pods(cluster, "overtime") == 0

@@ -53,6 +53,7 @@ VARIANTS: list[dict[str, Any]] = [
         "service_account_name": "trainer",
         "queue_name": "multislice-queue",
         "priority_class": "high",
+        "max_exec_time_seconds": 7320,
         "labels": {"team": "research"},
         "annotations": {"note": "any text at all"},
         "image_pull_policy": "Always",
@@ -390,3 +391,25 @@ def test_a_jobset_carries_its_own_deletion_backstop_and_validates(schema_validat
     for bad in (-1, "a day", 2**31):
         with pytest.raises(InvalidWorkloadSpec, match="ttl_seconds_after_finished"):
             PathwaysJobOperator(backend="jobset", ttl_seconds_after_finished=bad, **training)
+
+
+def test_a_queued_workload_carries_kueues_timeout_backstop_and_validates(schema_validator):
+    from datetime import timedelta
+
+    from pathways_airflow.operators import PathwaysJobOperator
+
+    training = dict(task_id="train", tpu="v5e", topology="2x4", pathways_dir="gs://scratch-bucket/p", image="maxtext:1")
+    two_hours = timedelta(hours=2, milliseconds=1)
+    for backend in ("pathwaysjob", "jobset"):
+        manifest = PathwaysJobOperator(backend=backend, queue_name="q", execution_timeout=two_hours, **training).render_manifest()
+        assert manifest["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "7321", "whole seconds, rounded up, plus the margin"
+        assert schema_validator.errors(manifest) == []
+        explicit = PathwaysJobOperator(backend=backend, queue_name="q", execution_timeout=two_hours, max_exec_time_seconds="600", **training)
+        assert explicit.render_manifest()["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "600"
+    for unqueued_or_untimed in (PathwaysJobOperator(execution_timeout=two_hours, **training), PathwaysJobOperator(queue_name="q", **training)):
+        assert "kueue.x-k8s.io/max-exec-time-seconds" not in unqueued_or_untimed.render_manifest()["metadata"]["labels"]
+    for bad in (0, -1, "an hour", 2**31, True):
+        with pytest.raises(InvalidWorkloadSpec, match="max_exec_time_seconds=.*must be an integer between 1 and"):
+            PathwaysJobOperator(queue_name="q", max_exec_time_seconds=bad, **training)
+    with pytest.raises(InvalidWorkloadSpec, match="max_exec_time_seconds=60: is enforced by Kueue: set queue_name too"):
+        PathwaysJobOperator(max_exec_time_seconds=60, **training)

@@ -83,6 +83,7 @@ EXPECTED: dict[str, tuple[Phase, FailureCause | None, int, int, int]] = {
     "queued_over_capacity": (Phase.QUEUED, None, 0, 2, 0),
     "queued_evicted": (Phase.QUEUED, None, 0, 1, 0),
     "failed_missing_local_queue": (Phase.FAILED, FailureCause.QUOTA, 0, 1, 0),
+    "failed_kueue_max_exec_time": (Phase.FAILED, FailureCause.TIMEOUT, 0, 1, 0),
     "provisioning_no_jobset_yet": (Phase.PROVISIONING, None, 0, 0, 0),
     "provisioning_unschedulable": (Phase.PROVISIONING, None, 0, 1, 0),
     "provisioning_two_of_three_slices": (Phase.PROVISIONING, None, 2, 3, 0),

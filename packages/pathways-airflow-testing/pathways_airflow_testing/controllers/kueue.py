@@ -8,7 +8,11 @@ when the ClusterQueue's quota of the first matching ResourceFlavor allows: condi
 ``QuotaReserved`` and ``Admitted``, ``status.admission``, the flavor's node labels merged into the
 pod templates, the job unsuspended. A finished job finishes its Workload and frees its quota. An
 evicted Workload (:meth:`KueueController.evict`) suspends its job, gives the quota back once
-the job's pods are gone, and is requeued.
+the job's pods are gone, and is requeued. A job labelled ``kueue.x-k8s.io/max-exec-time-seconds``
+has its Workload deactivated once it has been admitted that long (counting earlier admissions):
+``DeactivationTarget`` (reason ``MaximumExecutionTimeExceeded``), then ``spec.active: false`` and
+``Evicted`` (reason ``DeactivatedDueToMaximumExecutionTimeExceeded``); the job is suspended, its
+pods go, and it is not requeued.
 
 What is deliberately left out, because an orchestrator never sees it on a TPU cluster: resources
 other than ``google.com/tpu`` (real Kueue refuses a pod requesting a resource its ClusterQueue
@@ -29,6 +33,7 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -48,6 +53,8 @@ from pathways_airflow_testing.store import StoreEvent, copy_of
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_API = f"{KUEUE_GROUP}/v1beta2"
 PRIORITY_CLASS_LABEL = f"{KUEUE_GROUP}/priority-class"
+MAX_EXEC_TIME_LABEL = f"{KUEUE_GROUP}/max-exec-time-seconds"
+MAX_EXEC_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
 JOB_UID_LABEL = f"{KUEUE_GROUP}/job-uid"
 INJECTED_NODE_SELECTOR = f"{KUEUE_GROUP}/injected-node-selector"
 RESOURCE_IN_USE_FINALIZER = f"{KUEUE_GROUP}/resource-in-use"
@@ -156,10 +163,33 @@ def resolve_priority(
     return Priority()
 
 
+def max_exec_time(job: Mapping[str, Any]) -> int | None:
+    """The job's ``kueue.x-k8s.io/max-exec-time-seconds``, read as Kueue reads it: a positive
+    int32, else no limit (kueue pkg/controller/jobframework/utils.go MaximumExecutionTimeSecondsForObject)."""
+    text = (job["metadata"].get("labels") or {}).get(MAX_EXEC_TIME_LABEL) or ""
+    value = int(text) if re.fullmatch(r"[+-]?[0-9]{1,19}", text) else 0
+    return value if 0 < value < 2**31 else None
+
+
+def exec_time_left(workload: Mapping[str, Any], now: str) -> float | None:
+    """Seconds of admitted time the Workload has left; ``None`` without a limit or an admission.
+
+    Kueue counts from the ``Admitted`` transition plus ``status.accumulatedPastExecutionTimeSeconds``
+    (earlier admissions), as reconcileMaxExecutionTime in pkg/controller/core/workload_controller.go.
+    """
+    limit = workload["spec"].get("maximumExecutionTimeSeconds")
+    admitted = condition(dict(workload), "Admitted")
+    if limit is None or admitted is None or admitted.get("status") != "True":
+        return None
+    past = int((workload.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+    return limit - past - _seconds_between(admitted.get("lastTransitionTime", now), now)
+
+
 def new_workload(job: Mapping[str, Any], priority: Priority) -> dict[str, Any]:
     """The Workload Kueue's job reconciler creates for a queued JobSet or Job."""
     meta = job["metadata"]
     group = job["apiVersion"].rpartition("/")[0]
+    limit = max_exec_time(job)
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
@@ -175,6 +205,7 @@ def new_workload(job: Mapping[str, Any], priority: Priority) -> dict[str, Any]:
             "queueName": (meta.get("labels") or {}).get(QUEUE_NAME_LABEL, ""),
             "podSets": pod_sets(job),
             **priority.to_spec(),
+            **({"maximumExecutionTimeSeconds": limit} if limit else {}),
         },
     }
 
@@ -510,7 +541,13 @@ def pending_status(status: Mapping[str, Any], reason: str, message: str, now: st
     result["conditions"] = set_condition(
         result.get("conditions") or [], "QuotaReserved", "False", reason, message, now
     )
-    if condition({"status": result}, "Admitted") is not None:
+    admitted = condition({"status": result}, "Admitted")
+    if admitted is not None:
+        if admitted["status"] == "True":  # admitted time counts toward a maximum execution time
+            past = int(result.get("accumulatedPastExecutionTimeSeconds") or 0)
+            result["accumulatedPastExecutionTimeSeconds"] = past + int(
+                _seconds_between(admitted.get("lastTransitionTime", now), now)
+            )
         result["conditions"] = set_condition(
             result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
         )
@@ -544,6 +581,33 @@ def requeued_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
             result["conditions"], "Admitted", "False", "NoReservation", "The workload has no reservation", now
         )
     return result
+
+
+def deactivation_target_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """Kueue's mark on a Workload past its maximum execution time, before it deactivates it."""
+    result = copy_of(dict(status))
+    result.pop("accumulatedPastExecutionTimeSeconds", None)
+    result["conditions"] = set_condition(
+        result.get("conditions") or [],
+        "DeactivationTarget",
+        "True",
+        MAX_EXEC_TIME_EXCEEDED,
+        "exceeding the maximum execution time",
+        now,
+    )
+    return result
+
+
+def deactivated_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """The deactivated Workload evicted: reason and message joined with the target's cause, the
+    target removed (pkg/controller/core/workload_controller.go, pkg/workload/evict/evict.go)."""
+    result = copy_of(dict(status))
+    target = condition({"status": result}, "DeactivationTarget") or {}
+    cause = target.get("reason", "")
+    result["conditions"] = [c for c in result.get("conditions") or () if c["type"] != "DeactivationTarget"]
+    reason = f"DeactivatedDueTo{cause}" if cause else "Deactivated"
+    message = f"The workload is deactivated due to {target['message']}" if cause else "The workload is deactivated"
+    return evicted_status(result, reason, message, now)
 
 
 def finished_status(status: Mapping[str, Any], succeeded: bool, message: str, now: str) -> dict[str, Any]:
@@ -737,6 +801,7 @@ class KueueController(Controller):
         self._requeue_delay: dict[str, float] = {}
         self._requeue_at: dict[str, float] = {}
         self._reported: dict[str, str] = {}
+        self._wake_at: float | None = None
 
     # --- wiring ------------------------------------------------------------------------------
 
@@ -957,7 +1022,7 @@ class KueueController(Controller):
             self._report(
                 meta["uid"], job, "WorkloadPriorityClassNotFound", f"cannot create a Workload: {error}"
             )
-            self.enqueue_after(_ALL, self.retry_seconds)
+            self._wake_in(self.retry_seconds)
             return None
         created = self.store.create(self.workloads, new_workload(job, priority))
         self.event(
@@ -999,14 +1064,46 @@ class KueueController(Controller):
             self._reported.pop(uid, None)
             delay = self._requeue_delay.pop(uid, self.requeue_backoff)
             self._requeue_at[uid] = self.clock.now() + delay
-            self.enqueue_after(_ALL, delay)
+            self._wake_in(delay)
             return released
         if is_true(workload, "Admitted") and has_reservation(workload):
+            left = exec_time_left(workload, now)
+            if left is not None and left <= 0:
+                return self._deactivate_for_max_exec_time(workload)
+            if left is not None:
+                self._wake_in(left)
             if job["spec"].get("suspend"):
                 self._start(job, workload)
         elif not job["spec"].get("suspend"):
             self._stop(job, workload, "Not admitted by cluster queue")
         return workload
+
+    def _deactivate_for_max_exec_time(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """Kueue's three steps for a Workload past its limit: mark it, deactivate it, evict it."""
+        now = self.clock.timestamp()
+        marked = self.set_status(self.workloads, workload, deactivation_target_status(workload["status"], now))
+        limit = workload["spec"]["maximumExecutionTimeSeconds"]
+        self.event(marked, MAX_EXEC_TIME_EXCEEDED, f"The maximum execution time ({limit}s) exceeded", type_="Warning")
+        deactivated = copy_of(marked)
+        deactivated["spec"]["active"] = False
+        deactivated["metadata"].pop("resourceVersion", None)
+        deactivated = self.store.replace(self.workloads, deactivated)
+        evicted = self.set_status(self.workloads, deactivated, deactivated_status(deactivated["status"], now))
+        reason = (condition(evicted, "Evicted") or {}).get("reason", "Deactivated")
+        self.event(evicted, f"EvictedDueTo{reason}", (condition(evicted, "Evicted") or {}).get("message", ""))
+        self.enqueue(_ALL)
+        return evicted
+
+    def _wake_in(self, simulated_seconds: float) -> None:
+        """Reconcile again in ``simulated_seconds`` unless an earlier wake-up is already due.
+
+        One delayed key serves every timer (requeue backoffs, retries, execution limits), so the
+        soonest one must win.
+        """
+        now, at = self.clock.now(), self.clock.now() + max(0.0, simulated_seconds)
+        if self._wake_at is None or self._wake_at <= now or at < self._wake_at:
+            self._wake_at = at
+            self.enqueue_after(_ALL, simulated_seconds)
 
     def _schedule(self, workloads: list[dict[str, Any]]) -> None:
         """One scheduling cycle: every waiting workload of every ClusterQueue, in queue order."""

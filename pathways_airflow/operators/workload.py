@@ -342,7 +342,8 @@ class PathwaysJobOperator(ClusterOperator):
 
         existing = self.hook.task_workloads(resource, self.namespace, identity.key)
         plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None)
-        self.log.info("%s", plan.reason) if plan.reason else None
+        if plan.reason:
+            self.log.info("%s", plan.reason)
         for stale in plan.delete:
             self.hook.delete(resource, self.namespace, stale)
         if plan.user_error is not None and not self.retry_user_errors:

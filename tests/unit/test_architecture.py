@@ -157,7 +157,7 @@ I/O (it belongs in a hook)."""
 BEHAVIOUR_ALLOWANCES = {
     # Submit, wait (here or deferred), resubmit after a disruption, report: the longest life of
     # any task here, and every step of it is an act on a decision made in state.outcome.
-    "operators.workload.PathwaysJobOperator": 294,
+    "operators.workload.PathwaysJobOperator": 293,
     # Reuse check, commit check, create or re-attach, wait, verify the output's commit marker.
     "operators.conversion.CheckpointConversionOperator": 250,
     # Create the server, wait until it serves (crashes, startup timeout), tear it down in order.

@@ -229,8 +229,7 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    started = ((jobset or {}).get("metadata") or {}).get("creationTimestamp")
-    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values(), since=started):
+    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values()):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
@@ -255,30 +254,22 @@ def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str
     return pod_spec.get("nodeSelector") or {}
 
 
-def changed_since(node: Mapping[str, Any], since: str) -> bool:
-    """Whether the node joined, or its ``Ready`` status flipped, after ``since`` (RFC 3339).
-
-    A node that went down and came back is Ready again with nothing else to show for it; the
-    time of its last ``Ready`` transition (or a replacement node's creation) is the trace it keeps.
-    """
-    ready = condition(node, "Ready") or {}
-    created = (node.get("metadata") or {}).get("creationTimestamp")
-    return any(isinstance(t, str) and t > since for t in (ready.get("lastTransitionTime"), created))
-
-
-def slice_nodes_disrupted(
-    workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]], since: str | None = None
-) -> bool:
+def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any node the workers could run on (their node selector: accelerator and topology)
-    shows a disruption now, or went down and came back after ``since``. When the lost workers'
-    pods and Jobs were never seen (a triggerer restarted, a watch relisted), their slice's nodes
-    are what is left to say so. A workload whose nodes cannot be told counts as disrupted: no
-    node then vouches for a bug."""
+    shows a disruption now. When the lost workers' pods and Jobs were never seen (a triggerer
+    restarted, a watch relisted), their slice's nodes are what is left to say so. A workload whose
+    nodes cannot be told counts as disrupted: no node then vouches for a bug.
+
+    A node that went down and came back is not counted: its ``Ready`` transition cannot tell a
+    slice the workload ran on from one it never used (another attempt's, down when it started),
+    and counting it resubmits bugs. What a trigger saw while the workload ran is kept instead
+    (:data:`~pathways_airflow.state.verdicts.DISRUPTION_SEEN_ANNOTATION`).
+    """
     selector = worker_node_selector(workload)
     if selector is None:
         return True
     return any(
-        node_disruption(node) is not None or (since is not None and changed_since(node, since))
+        node_disruption(node) is not None
         for node in nodes
         if all(_labels(node).get(key) == value for key, value in selector.items())
     )

@@ -13,6 +13,7 @@ the same bug again.
 from __future__ import annotations
 
 import enum
+from typing import Any, Mapping
 from collections.abc import Collection
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
@@ -50,7 +51,20 @@ def next_step(state: WorkloadState, classification: Classification | None) -> Ne
     return NextStep.FAIL
 
 
-def bug_stopped_in_place(state: WorkloadState, classification: Classification) -> WorkloadState | None:
+def restarts_left(jobset: Mapping[str, Any] | None) -> int:
+    """How many more times the JobSet will restart itself: ``spec.failurePolicy.maxRestarts`` less
+    ``status.restartsCountTowardsMax`` (kubernetes-sigs/jobset ``api/jobset/v1alpha2``; ``restarts``
+    where that field is missing); 0 without a policy."""
+    policy = ((jobset or {}).get("spec") or {}).get("failurePolicy") or {}
+    status = (jobset or {}).get("status") or {}
+    counted = status.get("restartsCountTowardsMax", status.get("restarts")) or 0
+    try:
+        return max(0, int(policy.get("maxRestarts") or 0) - int(counted))
+    except (TypeError, ValueError):
+        return 0
+
+
+def bug_stopped_in_place(state: WorkloadState, classification: Classification, left: int) -> WorkloadState | None:
     """The FAILED state to report for a PathwaysJob whose head program failed with the user's exit
     code while the workload still runs, or ``None`` when it was no bug.
 
@@ -58,9 +72,10 @@ def bug_stopped_in_place(state: WorkloadState, classification: Classification) -
     restarts a bug as it would a lost slice, every restart burning the slices again on the same
     exit. The owner stops it at the first such exit instead; ``max_restarts`` stays for the
     failures it is for. Only an exit code seen on the head counts: an inferred bug is no reason
-    to cut a run short.
+    to cut a run short. With no restart ``left`` the JobSet fails by itself and keeps the failed
+    workload, with the verdict on it, for a retry to read: then there is nothing to stop.
     """
-    if classification.verdict is not Verdict.USER_ERROR or classification.exit_code is None:
+    if classification.verdict is not Verdict.USER_ERROR or classification.exit_code is None or left <= 0:
         return None
     return WorkloadState(
         Phase.FAILED,

@@ -106,8 +106,8 @@ def verdict_after_the_fact(
     In order: the verdict a trigger recorded; a disruption a trigger saw during its last restart
     attempt; the ``jobset`` backend's failure policy ruling a user error; the JobSet (or the
     PathwaysJob, which repeats its message) naming the head as the first to fail while no node of
-    the workers' slice shape is disrupted or has gone down and come back since the workload was
-    created (``nodes`` is ``None`` when they could not be read: then no node vouches for a bug).
+    the workers' slice shape is disrupted now (``nodes`` is ``None`` when they could not be read:
+    then no node vouches for a bug).
     Anything else is a disruption nobody could see: resubmitting, and resuming, is the answer.
     """
     recorded = ended_by(workload)
@@ -120,10 +120,9 @@ def verdict_after_the_fact(
     if workload.get("kind") == "JobSet" and failed_by_the_user_error_rule(workload):
         return Classification(Verdict.USER_ERROR, (said,))
     head = head_failed_first(workload)
-    created = (workload.get("metadata") or {}).get("creationTimestamp")
-    if head is not None and nodes is not None and not slice_nodes_disrupted(workload, nodes, since=created):
+    if head is not None and nodes is not None and not slice_nodes_disrupted(workload, nodes):
         return Classification(
             Verdict.USER_ERROR,
-            (f"the first failed job is the head's ({head}), and no node of its slice shape went down since it started",),
+            (f"the first failed job is the head's ({head}), and no node of its slice shape is disrupted",),
         )
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))

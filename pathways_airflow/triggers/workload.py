@@ -22,7 +22,7 @@ from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB,
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
 from pathways_airflow.state.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
-from pathways_airflow.state.outcome import bug_stopped_in_place
+from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.status import (
@@ -225,7 +225,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 attempt = self._head_failed_while_running(observation, state)
                 if attempt is not None:
                     classification = await self._settled_verdict(observation, subscriptions, watches, attempt)
-                    stopped = bug_stopped_in_place(state, classification)
+                    stopped = bug_stopped_in_place(state, classification, restarts_left(observation.jobset))
                     if stopped is not None:
                         await self._record_verdict(classification)
                         await self._delete("its head program failed with the user's exit code")

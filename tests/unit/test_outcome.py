@@ -109,3 +109,22 @@ def test_a_sensor_whose_watch_was_refused_fails_for_good_and_one_that_lost_the_a
     with pytest.raises(KubernetesApiError, match="TimeoutError") as flaky:
         sensor.finish({}, {"status": "error", "name": "train-0", "message": "TimeoutError"})
     assert not isinstance(flaky.value, PermissionMissingError)
+
+
+def test_a_bug_is_stopped_in_place_only_while_the_jobset_would_restart_it():
+    """With no restart left the JobSet fails by itself and keeps the workload, and its verdict, for
+    a retry to read; stopping it then would only delete that evidence."""
+    from pathways_airflow.state.disruption import Classification, Verdict
+    from pathways_airflow.state.model import Phase, WorkloadState
+    from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
+
+    jobset = {"spec": {"failurePolicy": {"maxRestarts": 2}}, "status": {"restarts": 1, "restartsCountTowardsMax": 1}}
+    assert restarts_left(jobset) == 1
+    assert restarts_left({"spec": {"failurePolicy": {"maxRestarts": 2}}, "status": {"restarts": 2}}) == 0
+    assert restarts_left({"spec": {}}) == 0 and restarts_left(None) == 0
+    running = WorkloadState(Phase.RUNNING, restarts=1)
+    bug = Classification(Verdict.USER_ERROR, ("pod p: container main exited 3",), 3, "main", "p")
+    stopped = bug_stopped_in_place(running, bug, restarts_left(jobset))
+    assert stopped is not None and stopped.phase is Phase.FAILED and stopped.exit_code == 3
+    assert bug_stopped_in_place(running, bug, 0) is None
+    assert bug_stopped_in_place(running, Classification(Verdict.SLICE_FAILURE, ("node x: Ready=Unknown",)), 1) is None

@@ -66,14 +66,16 @@ def test_a_head_that_failed_first_on_healthy_unchanged_nodes_is_the_users_bug():
     assert "bug-pj-pathways-head-0" in verdict.evidence[0]
 
 
-def test_a_slice_that_went_down_and_came_back_since_the_workload_started_is_no_bug():
-    verdict = verdict_after_the_fact(PATHWAYSJOB, came_back(SLICE, later(CREATED, 30)))
-    assert verdict.verdict is Verdict.UNKNOWN_INFRA
-
-
-def test_nodes_of_another_shape_or_that_came_back_before_it_started_vouch_for_the_bug():
-    assert verdict_after_the_fact(PATHWAYSJOB, [*SLICE, *came_back(OTHER_SHAPE, later(CREATED, 30))]).verdict is Verdict.USER_ERROR
-    assert verdict_after_the_fact(PATHWAYSJOB, came_back(SLICE, later(CREATED, -60))).verdict is Verdict.USER_ERROR
+def test_a_slice_still_down_is_no_bug_but_one_that_came_back_vouches_for_it():
+    """A node that went down and came back cannot tell a slice the workload ran on from one it never
+    used (another attempt's, down when it started): only a disruption now counts, and what a
+    trigger saw while the workload ran (the disruption-seen record)."""
+    down = copy.deepcopy(SLICE)
+    for node in down:
+        next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] = "Unknown"
+    assert verdict_after_the_fact(PATHWAYSJOB, down).verdict is Verdict.UNKNOWN_INFRA
+    assert verdict_after_the_fact(PATHWAYSJOB, came_back(SLICE, later(CREATED, 30))).verdict is Verdict.USER_ERROR
+    assert verdict_after_the_fact(PATHWAYSJOB, [*SLICE, *OTHER_SHAPE]).verdict is Verdict.USER_ERROR
 
 
 def test_without_the_nodes_nothing_vouches_for_a_bug():
@@ -126,7 +128,8 @@ def test_a_retry_does_not_resubmit_a_bug_nobody_watched():
     assert needs_nodes([failed])
     plan = plan_submission([failed], nodes=SLICE)
     assert plan.user_error is not None and plan.attempt == 0
-    lost = plan_submission([failed], nodes=came_back(SLICE, later(CREATED, 5)))
+    seen = annotated(failed, disruption_seen_annotation(0, SLICE_FAILURE))
+    lost = plan_submission([seen], nodes=SLICE)
     assert lost.user_error is None and lost.attempt == 1
     recorded = annotated(failed, ended_by_annotation("USER_ERROR", ["pod p: container main exited 1"]))
     assert not needs_nodes([recorded]) and plan_submission([recorded]).user_error is not None

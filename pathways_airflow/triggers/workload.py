@@ -27,6 +27,7 @@ from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.status import (
     current_attempt,
+    failed_container,
     has_reached,
     head_exit_seen,
     head_pod,
@@ -260,10 +261,10 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _capture_failure(self, observation: Observation) -> None:
         """Read a failed container's last log lines as soon as it fails: its pod may soon be deleted."""
-        failed = head_exit_seen(observation)
+        failed = failed_container(observation)
         if failed is None:
             return
-        pod, container, exit_code, _ = failed
+        pod, container, exit_code = failed
         if self._failure and (self._failure["pod"], self._failure["container"]) == (pod, container):
             return
         lines = await AsyncPathwaysHook(self.cluster).read_log_tail(self.namespace, pod, container)

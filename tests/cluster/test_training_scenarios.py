@@ -137,5 +137,5 @@ def test_a_pathwaysjob_whose_head_fails_with_the_users_exit_code_is_stopped_befo
     # The local JobSet restarts in the instant the head exits: the exit is judged on the restart
     # after, which is stopped; without the stop the JobSet runs the bug max_restarts (2) times.
     assert event["state"]["restarts"] < 2 and "stopped at JobSet restart" in event["state"]["message"]
-    assert (event["failure"]["container"], event["failure"]["exit_code"]) == ("main", 3), event["failure"]
+    assert (event["state"]["container"], event["state"]["exit_code"]) == ("main", 3), event["state"]
     wait_for(lambda: cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", name) is None and not pods_of(cluster, name), timeout=60)

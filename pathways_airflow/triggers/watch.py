@@ -356,14 +356,20 @@ def shared_watch(
     return watches[key]
 
 
-async def wait_for_change(subscriptions: list[Subscription], timeout: float) -> bool:
-    """Wait until any subscription fires (True) or ``timeout`` seconds pass (False); re-arm them."""
+async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, consume: bool = True) -> bool:
+    """Wait until any subscription fires (True) or ``timeout`` seconds pass (False).
+
+    ``consume``: re-arm the subscriptions. A wait that only lets the watches catch up before a
+    second look passes ``False``, so the change stays for the loop that acts on the new state:
+    consumed there, a workload that finished during the look would wait a whole recheck unseen.
+    """
     waiters = [asyncio.ensure_future(s.changed.wait()) for s in subscriptions]
     try:
         done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()
-    for subscription in subscriptions:
-        subscription.changed.clear()
+    if consume:
+        for subscription in subscriptions:
+            subscription.changed.clear()
     return bool(done)

@@ -320,7 +320,7 @@ class PathwaysJobTrigger(KillableTrigger):
         classified = await self._classify(observation, attempt)
         if not worth_a_second_look(classified):
             return classified
-        await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS)
+        await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS, consume=False)
         await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
         observation = observe(self.backend, self.name, self.namespace, watches)
         self._remember_live_jobs(observation)

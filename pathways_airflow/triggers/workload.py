@@ -17,11 +17,13 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow import well_known
+from pathways_airflow.hooks.api import describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
 from pathways_airflow.state.messages import still_waiting_line, transition_line
-from pathways_airflow.state.model import Observation, WorkloadState, kueue_workload_of
+from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState, kueue_workload_of
 from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
@@ -146,6 +148,10 @@ class PathwaysJobTrigger(KillableTrigger):
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
         Jobs, and the counts they held then are the evidence of lost workers."""
+        self._next_creation_check = 0.0
+        """When to read the workload's events again while some of its child objects are missing (0: none missing)."""
+        self._without_jobset_since: float | None = None
+        """When this trigger first saw the PathwaysJob without its JobSet (its own clock)."""
         self._phase_since = self._said_at = time.time()
         """When the current phase began, and when the log last said anything of the workload."""
         self._heads_judged: set[tuple[str, str]] = set()
@@ -210,6 +216,9 @@ class PathwaysJobTrigger(KillableTrigger):
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 self._remember_live_jobs(observation)
                 state = workload_state(observation)
+                refused = await self._creation_refused(observation, state)
+                if refused:
+                    state = WorkloadState(Phase.FAILED, message=refused, cause=FailureCause.BAD_SPEC)
                 await self._capture_failure(observation)
                 await self._record_disruption_seen(observation)
                 await self._note_progress(observation, previous, state)
@@ -252,6 +261,8 @@ class PathwaysJobTrigger(KillableTrigger):
                 if remaining is not None and remaining <= 0:
                     break
                 wait = self.recheck_seconds if remaining is None else min(self.recheck_seconds, remaining)
+                if self._next_creation_check:  # child objects are missing: look at the events again soon
+                    wait = min(wait, creation.CHECK_EVERY_SECONDS)
                 await wait_for_change(list(subscriptions.values()), wait)
             deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
             yield TriggerEvent(WorkloadEvent("timeout", self.name, state=state, deleted=deleted).to_payload())
@@ -301,6 +312,34 @@ class PathwaysJobTrigger(KillableTrigger):
                 "%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, classification.verdict.value,
                 "; ".join(classification.evidence[:3]),
             )
+
+    async def _creation_refused(self, observation: Observation, state: WorkloadState) -> str | None:
+        """Why the API refuses the workload's child objects (:mod:`~pathways_airflow.state.creation`),
+        read from its events every few seconds while some are missing; the task then deletes it."""
+        top = observation.pathwaysjob if self.backend == "pathwaysjob" else observation.jobset
+        if top is not None and observation.jobset is None:
+            self._without_jobset_since = self._without_jobset_since or time.monotonic()
+        else:
+            self._without_jobset_since = None
+        missing = state.phase in (Phase.QUEUED, Phase.PROVISIONING) and creation.children_missing(top, observation.jobset, observation.jobs)
+        if not missing or top is None:
+            self._next_creation_check = 0.0
+            return None
+        if time.monotonic() < self._next_creation_check:
+            return None
+        self._next_creation_check = time.monotonic() + creation.CHECK_EVERY_SECONDS
+        kind = "JobSet" if observation.jobset is not None else top["kind"]
+        try:
+            events = await AsyncPathwaysHook(self.cluster).list(EVENT, self.namespace, field_selector=creation.events_selector(kind, self.name))
+        except Exception as error:  # the events only explain a hang: without them the wait goes on
+            self.log.warning("%s/%s: could not read its events (%s); still waiting for its child objects", self.namespace, self.name, describe(error))
+            return None
+        known_jobs = [*self._live_jobs.values(), *observation.jobs]
+        waited = 0.0 if self._without_jobset_since is None else time.monotonic() - self._without_jobset_since
+        refused = creation.creation_failure(top, observation.jobset, known_jobs, events.get("items") or [], waited)
+        if refused and self.until_phase is None:
+            await self._delete(refused)
+        return refused
 
     def _remember_live_jobs(self, observation: Observation) -> None:
         for job in observation.jobs:

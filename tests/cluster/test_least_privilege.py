@@ -297,6 +297,22 @@ def flow_workload_sensor_in_the_worker(cluster, bucket) -> None:
         task.on_kill()
 
 
+def flow_refused_worker_job(cluster, bucket) -> None:
+    """A quota lets the head Job in and refuses the worker's: the wait reads the JobSet's events."""
+    from pathways_airflow.exceptions import BadSpecError
+
+    core = client.CoreV1Api(cluster.admin)
+    jobs = len(client.BatchV1Api(cluster.admin).list_namespaced_job("default").items)
+    quota = {"metadata": {"name": "one-more-job"}, "spec": {"hard": {"count/jobs.batch": str(jobs + 1)}}}
+    core.create_namespaced_resource_quota("default", quota)
+    try:
+        with pytest.raises(BadSpecError, match="rejected child Job: .* exceeded quota: one-more-job"):
+            training("refused-job", backend="jobset").execute({"ti": ti_for("refused-job")})
+        wait_for(lambda: not workloads_of(cluster, "refused-job"))
+    finally:
+        core.delete_namespaced_resource_quota("one-more-job", "default")
+
+
 FLOWS: dict[str, Callable[..., None]] = {
     "training, deferred": flow_training_deferred,
     "training, in the worker": flow_training_in_the_worker,
@@ -308,6 +324,7 @@ FLOWS: dict[str, Callable[..., None]] = {
     "sensors": flow_sensors,
     "delete and on_kill": flow_delete_and_on_kill,
     "workload sensor, in the worker": flow_workload_sensor_in_the_worker,
+    "refused worker Job": flow_refused_worker_job,
 }
 
 
@@ -343,6 +360,7 @@ REMOVALS = [
     ("leaderworkersets", "list", "deploy and teardown"),
     ("workloads", "list", "workload sensor, in the worker"),
     ("nodes", "list", "sensors"),
+    ("events", "list", "refused worker Job"),
 ]
 
 

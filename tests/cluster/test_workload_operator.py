@@ -209,3 +209,25 @@ def test_a_finished_jobset_deletes_itself_when_airflow_never_comes_back(pathways
     wait_for(lambda: hook.get(JOBSET, "default", names["abandoned"]) is None and not hook.list(POD, "default", label_selector=selector))
     assert hook.get(JOBSET, "default", names["kept"]) is not None, "without a TTL a finished JobSet stays for the task to read"
     hook.delete(JOBSET, "default", names["kept"])
+
+
+def test_a_worker_job_the_api_refuses_fails_the_task_at_once_with_the_apis_message(pathways_cluster):
+    """The head runs, the API refuses the worker Job (an object-count quota): no hang, nothing left."""
+    from pathways_airflow.exceptions import BadSpecError
+    from pathways_airflow.resources import JOB
+
+    pathways_cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "refused"}})
+    pathways_cluster.apply(
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "one-job", "namespace": "refused"},
+         "spec": {"hard": {"count/jobs.batch": "1"}}},
+        namespace="refused",
+    )
+    ti = TaskInstance("dag", "refused", "run-1")
+    started = time.monotonic()
+    with pytest.raises(BadSpecError) as raised:
+        operator("refused", backend="jobset", namespace="refused", deferrable=False).execute({"ti": ti})
+    assert time.monotonic() - started < 30
+    name = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id).workload_name()
+    assert f'rejected child Job: job "{name}-worker-0" creation failed with error: jobs.batch "{name}-worker-0" is forbidden: exceeded quota: one-job' in str(raised.value)
+    hook = PathwaysHook()
+    wait_for(lambda: not hook.list(JOBSET, "refused") and not hook.list(JOB, "refused") and not hook.list(POD, "refused"))

@@ -60,6 +60,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     Kind("", "v1", "Node", "nodes", namespaced=False, short_names=("no",), subresources=("status",)),
     Kind("", "v1", "Pod", "pods", short_names=("po",), subresources=("status", "log", "proxy", "eviction"), categories=("all",)),
     Kind("", "v1", "Event", "events", short_names=("ev",)),
+    Kind("", "v1", "ResourceQuota", "resourcequotas", short_names=("quota",), subresources=("status",)),
     Kind("", "v1", "Service", "services", short_names=("svc",), subresources=("status", "proxy"), categories=("all",)),
     Kind("", "v1", "ConfigMap", "configmaps", short_names=("cm",)),
     Kind("", "v1", "Secret", "secrets"),

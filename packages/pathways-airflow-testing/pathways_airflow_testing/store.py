@@ -175,6 +175,7 @@ class Store:
             obj.pop("status", None)
         obj = admit(kind.group, kind.plural, obj)
         metadata = obj["metadata"]
+        self._check_object_count_quota(kind, metadata)
         if kind.key == ("", "pods"):
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
         elif kind.key == ("", "namespaces"):
@@ -193,6 +194,26 @@ class Store:
         self._index_owners(kind, key, None, obj)
         self._emit("ADDED", kind, obj)
         return obj
+
+    def _check_object_count_quota(self, kind: Kind, metadata: dict[str, Any]) -> None:
+        """A ResourceQuota's ``count/<resource>.<group>`` refuses one object too many, with the
+        quota admission plugin's 403 (kubernetes plugin/pkg/admission/resourcequota/controller.go)."""
+        if not kind.namespaced:
+            return
+        resource = f"count/{kind.plural}.{kind.group}" if kind.group else f"count/{kind.plural}"
+        for (namespace, quota_name), quota in sorted(self._objects.get(("", "resourcequotas"), {}).items()):
+            limit = ((quota.get("spec") or {}).get("hard") or {}).get(resource)
+            if namespace != metadata["namespace"] or limit is None:
+                continue
+            used = len([k for k in self._objects.get(kind.key, {}) if k[0] == namespace])
+            if used + 1 > int(limit):
+                target = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{target} "{metadata["name"]}" is forbidden: exceeded quota: {quota_name}, requested: '
+                    f"{resource}=1, used: {resource}={used}, limited: {resource}={limit}",
+                )
 
     def replace(
         self,

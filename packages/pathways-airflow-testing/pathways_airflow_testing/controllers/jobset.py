@@ -25,6 +25,7 @@ from pathways_airflow_testing.controllers.base import (
     owner_reference,
     set_condition,
 )
+from pathways_airflow_testing.errors import ApiError
 from pathways_airflow_testing.kinds import Kind
 from pathways_airflow_testing.store import StoreEvent, copy_of
 
@@ -68,6 +69,7 @@ def matching_rule(policy: dict[str, Any] | None, replicated_job: str, reason: st
 
 class JobSetController(Controller):
     name = "jobset-controller"
+    create_retry_seconds = 5.0  # simulated seconds before a refused child Job is tried again
 
     def __init__(self, cluster: Any):
         super().__init__(cluster)
@@ -253,7 +255,15 @@ class JobSetController(Controller):
             names = [f"{jobset['metadata']['name']}-{replicated['name']}-{i}" for i in range(replicated.get("replicas", 1))]
             for index, job_name in enumerate(names):
                 if job_name not in existing and job_name not in going:
-                    self._create_job(jobset, replicated, index, global_index + index, attempt, suspended)
+                    try:
+                        self._create_job(jobset, replicated, index, global_index + index, attempt, suspended)
+                    except ApiError as error:
+                        # JobSet's createJobs and reconcileReplicatedJobs (pkg/controllers/jobset_controller.go):
+                        # a Warning event on the JobSet, and the reconcile retried with backoff.
+                        message = f'job "{job_name}" creation failed with error: {error.message}'
+                        self.event(jobset, "JobCreationFailed", message, type_="Warning")
+                        self.enqueue_after((jobset["metadata"]["namespace"], jobset["metadata"]["name"]), self.create_retry_seconds)
+                        return False
                 elif job_name in going:
                     return False
             global_index += len(names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pathways_airflow.spec.names import TaskIdentity
+from pathways_airflow.state.rounds import first_try_of
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -19,4 +20,5 @@ def task_identity(operator: BaseOperator, context: Context | None) -> TaskIdenti
         return TaskIdentity(operator.dag_id if operator.has_dag() else "dry-run", operator.task_id, DRY_RUN_RUN_ID)
     ti = context["ti"]
     map_index = getattr(ti, "map_index", None)
-    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+    first_try = first_try_of(getattr(ti, "try_number", None), getattr(ti, "max_tries", None), operator.retries)
+    return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, first_try)

@@ -27,6 +27,7 @@ from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
+from pathways_airflow.state.rounds import record_of_this_round
 from pathways_airflow.state.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
@@ -335,13 +336,13 @@ class PathwaysJobOperator(ClusterOperator):
         identity = self.task_identity(context)
         resource = workload_resource(self.backend)
         store = context.get("task_state_store")
-        recorded = _store_get(store) or {}
+        recorded = record_of_this_round(_store_get(store), identity.first_try) or {}
         if recorded.get("result"):
             self.log.info("%s already succeeded in an earlier try; returning its result", recorded["result"]["name"])
             return recorded["result"]
 
         existing = self.hook.task_workloads(resource, self.namespace, identity.key)
-        plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None)
+        plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None, identity.first_try)
         if plan.reason:
             self.log.info("%s", plan.reason)
         for stale in plan.delete:
@@ -353,7 +354,7 @@ class PathwaysJobOperator(ClusterOperator):
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
-        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions)
+        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try)
         if plan.reuse is None and plan.adopt is None:
             resume_from = self._newest_checkpoint(context) if plan.attempt > 0 else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)

@@ -45,6 +45,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "pathways-airflow"
 TASK_KEY_LABEL = f"{LABEL_PREFIX}/task-key"
 ATTEMPT_LABEL = f"{LABEL_PREFIX}/attempt"
+FIRST_TRY_ANNOTATION = f"{LABEL_PREFIX}/first-try"
+"""The first try of the round that submitted a workload (:attr:`TaskIdentity.first_try`)."""
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -94,6 +96,10 @@ class TaskIdentity:
     task_id: str
     run_id: str
     map_index: int = -1
+    first_try: int | None = None
+    """The first try of the task instance's current round (a clear starts a new one); ``None`` when
+    not known. Written on what the task submits, so a try after a clear can tell its own work from
+    the work of the round before; not part of :attr:`key`."""
 
     @property
     def key(self) -> str:
@@ -135,6 +141,8 @@ class TaskIdentity:
         }
         if self.map_index >= 0:
             notes[f"{LABEL_PREFIX}/map-index"] = str(self.map_index)
+        if self.first_try is not None:
+            notes[FIRST_TRY_ANNOTATION] = str(self.first_try)
         return notes
 
 

@@ -91,6 +91,8 @@ class Submission:
     attempt: int = 0
     started: float = field(default_factory=time.time)
     disruptions: tuple[Disruption, ...] = ()
+    first_try: int | None = None
+    """The first try of the task's round that made this record (:mod:`~pathways_airflow.state.rounds`)."""
 
     @property
     def resubmissions(self) -> int:
@@ -105,7 +107,7 @@ class Submission:
         return replace(self, name=name, attempt=self.attempt + 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        record = {
             "name": self.name,
             "namespace": self.namespace,
             "backend": self.backend,
@@ -113,6 +115,7 @@ class Submission:
             "started": self.started,
             "disruptions": [d.to_dict() for d in self.disruptions],
         }
+        return record if self.first_try is None else {**record, "first_try": self.first_try}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, namespace: str = "default", backend: str = "pathwaysjob") -> Submission:
@@ -124,6 +127,7 @@ class Submission:
             attempt=int(data.get("attempt") or 0),
             started=float(data.get("started") or time.time()),
             disruptions=tuple(Disruption.from_dict(d) for d in data.get("disruptions") or ()),
+            first_try=data["first_try"] if isinstance(data.get("first_try"), int) else None,
         )
 
 

@@ -13,12 +13,13 @@ never resubmits a deterministic bug.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.spec.names import ATTEMPT_LABEL
 from pathways_airflow.state.conditions import conditions
 from pathways_airflow.state.disruption import Verdict
+from pathways_airflow.state.rounds import from_an_earlier_round
 from pathways_airflow.state.verdicts import ended_by, verdict_after_the_fact
 
 
@@ -70,9 +71,29 @@ def plan_submission(
     existing: Sequence[Mapping[str, Any]],
     recorded_attempt: int | None = None,
     nodes: Iterable[Mapping[str, Any]] | None = None,
+    first_try: int | None = None,
 ) -> SubmissionPlan:
     """Decide from the task's own workloads (found by its task-key label) and the cluster's nodes
-    (``None`` when they could not be read), which say whether a failure nobody watched was a bug."""
+    (``None`` when they could not be read), which say whether a failure nobody watched was a bug.
+
+    ``first_try``: the first try of the task's current round (:mod:`~pathways_airflow.state.rounds`).
+    Workloads of an earlier round, before the user cleared the task, are deleted and never
+    re-attached, reused or read for a verdict; the next attempt's name is one none of them holds.
+    """
+    earlier = [o for o in existing if from_an_earlier_round(o, first_try)]
+    plan = _plan_in_this_round([o for o in existing if not from_an_earlier_round(o, first_try)], recorded_attempt, nodes)
+    if not earlier:
+        return plan
+    names = tuple(o["metadata"]["name"] for o in sorted(earlier, key=attempt_of))
+    fresh = plan.adopt is None and plan.reuse is None and plan.user_error is None
+    attempt = max(plan.attempt, max(attempt_of(o) for o in existing) + 1) if fresh else plan.attempt
+    said = f"the task was cleared: {', '.join(names)} from before the clear {'is' if len(names) == 1 else 'are'} deleted, not reused"
+    return replace(plan, attempt=attempt, delete=(*names, *plan.delete), reason="; ".join(r for r in (said, plan.reason) if r))
+
+
+def _plan_in_this_round(
+    existing: Sequence[Mapping[str, Any]], recorded_attempt: int | None, nodes: Iterable[Mapping[str, Any]] | None
+) -> SubmissionPlan:
     ordered = sorted(existing, key=attempt_of)
     live = [o for o in ordered if finished_as(o) is None and not (o.get("metadata") or {}).get("deletionTimestamp")]
     if live:

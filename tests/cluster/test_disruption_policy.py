@@ -157,3 +157,26 @@ def test_a_worker_dying_between_delete_and_create_leaves_the_retry_what_it_needs
     assert env.get("PATHWAYS_RESUME_STEP") in ("20", "30"), env
     [disruption] = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
     assert disruption["kind"] == "MAINTENANCE" and disruption["workload"] == identity.workload_name()
+
+
+def test_a_retry_returns_the_stored_result_and_a_clear_runs_the_task_again(pathways_cluster):
+    """Airflow's numbers for a task with retries=2: a retry keeps max_tries at 2; a clear after try
+    1 sets it to 1 + 2 (clear_task_instances). The user who clears expects a run, not a replay."""
+    task_id, store = "cleared", StateStore()
+
+    def tried(try_number: int, max_tries: int) -> tuple[dict, list[dict]]:
+        task = training(task_id, steps=12, step_seconds="1", retries=2)
+        submitted: list[dict] = []
+        submit = task.hook.create_or_adopt
+        task.hook.create_or_adopt = lambda manifest, key: submitted.append(manifest) or submit(manifest, key)
+        ti = TaskInstance("dag", task_id, "run-1", try_number=try_number, max_tries=max_tries)
+        return task.execute({"ti": ti, "task_state_store": store}), submitted
+
+    first, submitted = tried(1, 2)
+    assert first["state"] == "SUCCEEDED" and len(submitted) == 1
+    assert submitted[0]["metadata"]["annotations"]["pathways-airflow/first-try"] == "1"
+    replayed, submitted = tried(2, 2)
+    assert replayed == first and not submitted, "a retry after a crash that followed success returns the result"
+    rerun, submitted = tried(2, 1 + 2)
+    assert len(submitted) == 1 and submitted[0]["metadata"]["annotations"]["pathways-airflow/first-try"] == "2"
+    assert rerun["state"] == "SUCCEEDED" and store.get("pathways_workload")["first_try"] == 2, "the new round's result replaces the old"

@@ -21,6 +21,8 @@ class TaskInstance:
     run_id: str
     try_number: int = 1
     map_index: int = -1
+    max_tries: int | None = None
+    """As Airflow sets it: the task's ``retries`` at first, the try number plus ``retries`` after a clear."""
     xcoms: dict = field(default_factory=dict)
     start_date: Any = None
 

@@ -31,6 +31,7 @@ STORED = {
 def test_a_stored_submission_reads_and_writes_back_unchanged():
     submission = Submission.from_dict(STORED)
     assert submission.to_dict() == STORED
+    assert Submission.from_dict({**STORED, "first_try": 4}).to_dict() == {**STORED, "first_try": 4}
     assert submission.resubmissions == 1
     assert [d.resubmitted for d in submission.disruptions] == [False, True]
 

@@ -263,7 +263,8 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Ma
     A node that went down and came back is not counted: its ``Ready`` transition cannot tell a
     slice the workload ran on from one it never used (another attempt's, down when it started),
     and counting it resubmits bugs. What a trigger saw while the workload ran is kept instead
-    (:data:`~pathways_airflow.state.verdicts.DISRUPTION_SEEN_ANNOTATION`).
+    (:data:`~pathways_airflow.state.verdicts.DISRUPTION_SEEN_ANNOTATION`), and so are the nodes
+    its workers ran on (:mod:`~pathways_airflow.state.ran_on`), whose going down does count.
     """
     selector = worker_node_selector(workload)
     if selector is None:

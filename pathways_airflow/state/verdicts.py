@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.state.conditions import condition
+from pathways_airflow.state.ran_on import went_down_under_it
 from pathways_airflow.state.disruption import (
     NO_EVIDENCE,
     Classification,
@@ -104,7 +105,8 @@ def verdict_after_the_fact(
     """Why a finished, failed workload stopped, read afterwards from the workload and the nodes now.
 
     In order: the verdict a trigger recorded; a disruption a trigger saw during its last restart
-    attempt; the ``jobset`` backend's failure policy ruling a user error; the JobSet (or the
+    attempt, or a node it ran on that went down since its workers started
+    (:mod:`~pathways_airflow.state.ran_on`); the ``jobset`` backend's failure policy ruling a user error; the JobSet (or the
     PathwaysJob, which repeats its message) naming the head as the first to fail while no node of
     the workers' slice shape is disrupted now (``nodes`` is ``None`` when they could not be read:
     then no node vouches for a bug).
@@ -113,7 +115,8 @@ def verdict_after_the_fact(
     recorded = ended_by(workload)
     if recorded is not None and recorded[0] in Verdict.__members__:
         return Classification(Verdict(recorded[0]), tuple(recorded[1]))
-    seen = disruption_seen(workload, None if workload.get("kind") == "PathwaysJob" else restarts_of(workload))
+    attempt = None if workload.get("kind") == "PathwaysJob" else restarts_of(workload)
+    seen = disruption_seen(workload, attempt) or went_down_under_it(workload, attempt, nodes)
     if seen is not None:
         return seen
     said = str((condition(workload, "Failed") or {}).get("message", ""))[:MAX_EVIDENCE_CHARS]

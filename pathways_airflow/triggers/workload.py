@@ -26,6 +26,7 @@ from pathways_airflow.state.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState, kueue_workload_of
 from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
 from pathways_airflow.state.progress import last_completed_step
+from pathways_airflow.state.ran_on import went_down_under_it, where_workers_run
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.status import (
     current_attempt,
@@ -158,6 +159,8 @@ class PathwaysJobTrigger(KillableTrigger):
         """The (pod, container) head failures already judged while the workload ran."""
         self._disruptions_recorded: set[int] = set()
         """The JobSet restart attempts whose disruption is already written on the workload."""
+        self._where_recorded: set[int] = set()
+        """The JobSet restart attempts whose nodes are already written on the workload."""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -386,19 +389,26 @@ class PathwaysJobTrigger(KillableTrigger):
         jobset = observation.jobset
         if jobset is not None and attempt != current_attempt(observation):
             jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
+        recorded = disruption_seen(_top(observation), attempt) or went_down_under_it(_top(observation), attempt, nodes)
         return classify(
-            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset,
-            kueue_workload=observation.kueue_workload, recorded=disruption_seen(_top(observation), attempt),
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
         )
 
     async def _record_disruption_seen(self, observation: Observation) -> None:
-        """Write a disruption onto the workload the moment its pods show one.
+        """Write a disruption onto the workload the moment its pods show one, and once per attempt
+        the nodes its workers run on.
 
         The pods that show it are soon gone, and this trigger may be cancelled (a triggerer
-        restart, a hand-over) before the workload fails: the next trigger, or the task's retry,
-        then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`).
+        restart, a hand-over, an API outage) before the workload fails: the next trigger, or the
+        task's retry, then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`,
+        :mod:`pathways_airflow.state.ran_on`).
         """
         attempt = current_attempt(observation)
+        if attempt not in self._where_recorded and self.until_phase is None:
+            where = where_workers_run(pods_of_current_attempt(observation), attempt)
+            if where is not None:
+                self._where_recorded.add(attempt)
+                await self._annotate(where, "the nodes it runs on")
         if attempt in self._disruptions_recorded or self.until_phase is not None:
             return
         if not any(pod_disruption(p) for p in pods_of_current_attempt(observation)):

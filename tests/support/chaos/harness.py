@@ -34,7 +34,7 @@ from pathways_airflow.state.submission import finished_as
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
 from tests.support.chaos.invariants import Observations, extra_time_lost, resubmissions
-from tests.support.chaos.plan import DISRUPTIONS, Event, Plan
+from tests.support.chaos.plan import DISRUPTIONS, SPEED, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
 BUCKET = "pathways-demo"
@@ -391,6 +391,11 @@ class Scenario:
             elif event.kind == "fault":
                 args["methods"] = tuple(args.get("methods", ()))
                 cluster.inject_fault(**args)
+            elif event.kind == "outage":
+                cluster.inject_fault(".*", status=503, count=1_000_000)
+                back = threading.Timer(args["seconds"] / SPEED, cluster.clear_faults)
+                self._timers.append(back)
+                back.start()
             elif event.kind == "drop_watches":
                 cluster.drop_watches()
             elif event.kind == "compact":

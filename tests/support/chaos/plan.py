@@ -26,6 +26,10 @@ DISRUPTIONS = ("maintenance", "preempt_spot", "lose_slice")
 """Events that end the workload's slices: each is one disruption the operator must ride out."""
 NOISE = ("fault", "slow", "drop_watches", "compact")
 """API trouble the task must not notice beyond delay."""
+SUSTAINED = ("outage",)
+"""The Kubernetes API answering 503 to everything for minutes (``seconds``, simulated), not a
+burst of a few faults: the wait rides it out; a kill during it still leaves nothing behind."""
+OUTAGE_SECONDS = (60, 120, 300)
 DEFERRED_ONLY = ("trigger_restart", "retry")
 TRUTHS = ("success", "UserCodeError", "DisruptionBudgetExhausted", "killed", "AirflowTaskTimeout")
 USER_EXIT_CODES = (1, 2, 3, 17)
@@ -247,6 +251,7 @@ def plan(seed: int) -> Plan:
     else:
         expected = "DisruptionBudgetExhausted" if counted > budget else "success"
 
+    events += _sustained_outages(seed, events, step)
     events.sort(key=lambda e: (e.at_step, e.delay))
     return Plan(
         seed=seed,
@@ -272,3 +277,17 @@ def plan(seed: int) -> Plan:
         max_restarts=max_restarts,
         notes=tuple(notes),
     )
+
+
+def _sustained_outages(seed: int, events: list[Event], step: int) -> list[Event]:
+    """API outages of minutes, drawn from a stream of their own so that every earlier seed keeps
+    its plan (and its replay) and gains at most an outage: sometimes one at a random moment, and
+    half the time one that has begun when a kill arrives."""
+    rng = random.Random(f"{seed}/outages")
+    outages = []
+    if rng.random() < 0.15:
+        outages.append(Event("outage", rng.randint(1, max(1, step - 1)), (("seconds", rng.choice(OUTAGE_SECONDS)),)))
+    kill = next((e for e in events if e.kind == "kill"), None)
+    if kill is not None and rng.random() < 0.5:
+        outages.append(Event("outage", max(1, kill.at_step - 1), (("seconds", max(OUTAGE_SECONDS)),)))
+    return outages

@@ -34,6 +34,7 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
     return {
         "scenarios_run": len(results),
         "scenarios_with_violations": sum(1 for r in results if r["violations"]),
+        "violations_per_1000_scenarios": round(1000 * sum(1 for r in results if r["violations"]) / len(results), 1) if results else None,
         "violations": sum(len(v) for r in results for v in r["violations"].values()),
         "failing_seeds": [r["seed"] for r in results if r["violations"]],
         "by_invariant": {

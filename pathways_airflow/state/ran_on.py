@@ -1,0 +1,85 @@
+"""Which nodes a restart attempt's workers ran on, and whether one of them went down under it. Pure.
+
+A disruption can strike and heal while nobody watches: an API outage, a triggerer restart, a
+worker between tries. Afterwards the pods are gone, the head is named as the first failed job
+(it exits once its slice is lost, as JAX does), and every node is Ready again. Nodes of the
+slice's shape that went down and came back cannot tell a slice the workload ran on from one it
+never used (an earlier attempt's), so :func:`~pathways_airflow.state.disruption.slice_nodes_disrupted`
+does not count them. The nodes this attempt's workers were seen running on can: a trigger writes
+them on the workload once per attempt (:data:`RAN_ON_ANNOTATION`), with the moment the last of
+them started (the pods' ``status.startTime``, on the API server's clock, as the nodes' times are).
+
+One of those nodes that is gone, was re-created, is disrupted now, or whose ``Ready`` condition
+changed after the workers started is evidence that the slice failed under the workload, and the
+failure is not read as the user's bug.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from pathways_airflow import well_known
+from pathways_airflow.spec.names import LABEL_PREFIX
+from pathways_airflow.spec.render import WORKER_JOB
+from pathways_airflow.state.conditions import condition
+from pathways_airflow.state.disruption import Classification, Verdict, node_disruption
+
+RAN_ON_ANNOTATION = f"{LABEL_PREFIX}/ran-on"
+"""``{"restart": 0, "since": "2026-11-24T03:10:00Z", "nodes": ["gke-…-0", …]}``."""
+
+MAX_NODES = 64
+"""More than any slice a workload is written for here holds hosts (v5p-2048 is 256 hosts; the
+first 64 are enough to see a slice that went down: a lost slice takes all of its hosts)."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int) -> dict[str, str] | None:
+    """The annotation to write once every worker pod of attempt ``restart`` runs on a node, else ``None``."""
+    workers = [p for p in pods if (_meta(p).get("labels") or {}).get(well_known.REPLICATED_JOB) == WORKER_JOB]
+    running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running" and (p.get("spec") or {}).get("nodeName")]
+    if not workers or len(running) < len(workers) or any(_meta(p).get("deletionTimestamp") for p in workers):
+        return None
+    since = max(str((p.get("status") or {}).get("startTime") or _meta(p).get("creationTimestamp") or "") for p in running)
+    nodes = sorted({p["spec"]["nodeName"] for p in running})[:MAX_NODES]
+    return {RAN_ON_ANNOTATION: json.dumps({"restart": restart, "since": since, "nodes": nodes})}
+
+
+def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list[str]] | None:
+    text = (_meta(workload).get("annotations") or {}).get(RAN_ON_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not isinstance(data.get("since"), str):
+        return None
+    if restart is not None and data.get("restart") != restart:
+        return None
+    return data["since"][:19], [str(n) for n in data["nodes"]]
+
+
+def went_down_under_it(workload: Mapping[str, Any] | None, restart: int | None, nodes: Iterable[Mapping[str, Any]] | None) -> Classification | None:
+    """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
+    does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown."""
+    recorded = _ran_on(workload or {}, restart)
+    if recorded is None or nodes is None:
+        return None
+    since, names = recorded
+    by_name = {_meta(n).get("name"): n for n in nodes}
+    evidence = []
+    verdict = Verdict.SLICE_FAILURE
+    for name in names:
+        node = by_name.get(name)
+        now = node_disruption(node)
+        ready = condition(node, "Ready") if node is not None else None
+        if now is not None:
+            verdict = now[0] if verdict is Verdict.SLICE_FAILURE else verdict
+            evidence.append(f"node {name} it ran on: {now[1]}")
+        elif str(_meta(node).get("creationTimestamp") or "")[:19] > since:
+            evidence.append(f"node {name} it ran on was re-created at {_meta(node)['creationTimestamp']}, after its workers started ({since})")
+        elif ready is not None and str(ready.get("lastTransitionTime") or "")[:19] > since:
+            evidence.append(f"node {name} it ran on went down and came back (Ready since {ready['lastTransitionTime']}) after its workers started ({since})")
+    return Classification(verdict, tuple(evidence[:3])) if evidence else None

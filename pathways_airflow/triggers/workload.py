@@ -28,6 +28,7 @@ from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.ran_on import went_down_under_it, where_workers_run
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
+from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
 from pathways_airflow.state.status import (
     current_attempt,
     failed_container,
@@ -218,6 +219,8 @@ class PathwaysJobTrigger(KillableTrigger):
                     continue
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 self._remember_live_jobs(observation)
+                if not self._restarts:  # an earlier trigger's, when this one was re-created
+                    self._restarts = restarts_written(_top(observation))
                 state = workload_state(observation)
                 refused = await self._creation_refused(observation, state)
                 if refused:
@@ -289,8 +292,10 @@ class PathwaysJobTrigger(KillableTrigger):
         hit (from the head's log, while the head still exists), and each JobSet restart's cause."""
         if state.phase.value == "RUNNING" and self._running_since is None:
             self._running_since = time.time()
-        disrupted = state.phase.value in ("RESTARTING", "FAILED") or any(
-            pod_disruption(p) for p in observation.pods
+        disrupted = (
+            state.phase.value in ("RESTARTING", "FAILED")
+            or state.restarts > len(self._restarts)
+            or any(pod_disruption(p) for p in observation.pods)
         )
         if not disrupted:
             return
@@ -302,19 +307,19 @@ class PathwaysJobTrigger(KillableTrigger):
                 step = last_completed_step(lines)
                 if step is not None:
                     self._last_step = max(step, self._last_step or 0)
-        if state.phase.value == "RESTARTING" and (previous is None or previous.phase.value != "RESTARTING"):
-            # The JobSet counts the restart before its new pods exist: the cause is in the attempt before.
-            ended = state.restarts - 1 if previous is not None and state.restarts > previous.restarts else state.restarts
-            classification = await self._classify(observation, max(0, ended))
+        # Every restart the JobSet counted, also one it made between two looks (its new pods may
+        # already run): the cause is in the attempt that ended.
+        for ended in range(len(self._restarts), state.restarts):
+            classification = await self._classify(observation, ended)
             self._restarts.append(
-                Disruption(
-                    time.time(), classification.verdict.value, classification.evidence, self._last_step, JOBSET_RESTART
-                )
+                Disruption(time.time(), classification.verdict.value, classification.evidence, self._last_step, JOBSET_RESTART)
             )
             self.log.info(
                 "%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, classification.verdict.value,
                 "; ".join(classification.evidence[:3]),
             )
+            if self.until_phase is None:
+                await self._annotate(restarts_annotation(self._restarts), "the JobSet restarts")
 
     async def _creation_refused(self, observation: Observation, state: WorkloadState) -> str | None:
         """Why the API refuses the workload's child objects (:mod:`~pathways_airflow.state.creation`),

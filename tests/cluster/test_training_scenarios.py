@@ -119,7 +119,8 @@ def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
 def test_a_pathwaysjob_whose_head_fails_with_the_users_exit_code_is_stopped_before_its_jobset_restarts_it(pathways_cluster):
     """The PathwaysJob has no failure policy: its JobSet would restart the bug ``max_restarts``
     times. The trigger that owns it stops it at the first exit, with the log that says why."""
-    from pathways_airflow.hooks.pathways import ClusterTarget
+    from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+    from pathways_airflow.resources import JOBSET
     from pathways_airflow.triggers.workload import PathwaysJobTrigger
     from tests.support.triggers import first_event
 
@@ -139,3 +140,32 @@ def test_a_pathwaysjob_whose_head_fails_with_the_users_exit_code_is_stopped_befo
     assert event["state"]["restarts"] < 2 and "stopped at JobSet restart" in event["state"]["message"]
     assert (event["state"]["container"], event["state"]["exit_code"]) == ("main", 3), event["state"]
     wait_for(lambda: cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", name) is None and not pods_of(cluster, name), timeout=60)
+
+
+def test_a_restart_seen_by_a_trigger_that_was_then_replaced_is_still_reported(pathways_cluster):
+    """The first trigger sees the JobSet restart after maintenance and goes away (a triggerer
+    restart); the one re-created from ``serialize()`` reports that restart, with its cause."""
+    from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+    from pathways_airflow.resources import JOBSET
+    from pathways_airflow.triggers.workload import PathwaysJobTrigger
+    from tests.support.triggers import first_event
+
+    cluster, name = pathways_cluster, "replaced-trigger"
+    cluster.apply(render(training(name, command=["python3", "-m", "MaxText.train", f"run_name={name}", "steps=700", "checkpoint_period=10"]), backend="jobset", name=name, namespace="default"))
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=1)
+    wait_for(lambda: any("completed step: 15" in l for l in head_logs(cluster, name)), timeout=60)
+
+    def maintenance_then_restarted() -> None:
+        # Once the trigger has seen the workers run (it writes where), the slice goes.
+        wait_for(lambda: "pathways-airflow/ran-on" in cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)["metadata"].get("annotations", {}), timeout=30)
+        cluster.maintenance(worker_pool(cluster, name), duration=600)
+        wait_for(lambda: (cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name) or {}).get("status", {}).get("restarts") == 1, timeout=60)
+        wait_for(lambda: any(p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == "1" and p["status"].get("phase") == "Running" for p in pods_of(cluster, name)), timeout=60)
+
+    with pytest.raises(TimeoutError):  # the first trigger never finishes: it is cancelled, as a triggerer restart does
+        first_event(trigger, timeout=10, during=maintenance_then_restarted, during_after=0.2)
+    payload = first_event(trigger, timeout=90)
+    assert payload["state"]["phase"] == "SUCCEEDED" and payload["state"]["restarts"] == 1
+    [restart] = payload["restarts"]
+    assert restart["kind"] == "MAINTENANCE" and restart["handled_by"] == "JobSet restart", restart
+    PathwaysHook().delete(JOBSET, "default", name)

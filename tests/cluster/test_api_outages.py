@@ -11,11 +11,17 @@ from __future__ import annotations
 import threading
 import time
 
-from pathways_airflow.hooks.pathways import ClusterTarget
-from pathways_airflow.resources import JOBSET
+import pytest
+
+from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+from pathways_airflow.spec import build_workload, render
+from pathways_airflow.resources import JOBSET, PATHWAYSJOB
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 from tests.support.triggers import first_event
+from tests.support.waiting import wait_for
 from tests.support.workloads import submit_training
+
+PATHWAYS_API = "pathways-job.pathways.domain/v1"
 
 
 def outage(cluster, seconds: float) -> threading.Thread:
@@ -41,3 +47,65 @@ def test_a_wait_started_during_an_outage_waits_for_the_api_and_sees_the_workload
     event = first_event(trigger, timeout=90)
     assert event["status"] == "finished" and event["state"]["phase"] == "SUCCEEDED", event
     hook.delete(JOBSET, "default", "outage-start")
+
+
+def pathwaysjob(cluster, name: str, **env: str) -> None:
+    """A PathwaysJob (no failure policy, ``max_restarts=0``) of a MaxText-like training."""
+    workload = build_workload(
+        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext", max_restarts=0,
+        command=["python3", "-m", "MaxText.train", "steps=400", "checkpoint_period=10"],
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2", **env},
+    )
+    cluster.apply(render(workload, backend="pathwaysjob", name=name, namespace="default"))
+
+
+def seen_running(cluster, name: str) -> None:
+    """Until the trigger has written the nodes the workers run on (it has seen them run)."""
+    wait_for(lambda: "pathways-airflow/ran-on" in (cluster.get(PATHWAYS_API, "PathwaysJob", name) or {}).get("metadata", {}).get("annotations", {}), timeout=30)
+
+
+def ended_while_nobody_could_look(cluster, trigger, name: str, during_the_outage=lambda: None) -> dict:
+    """The first trigger sees the workers run; then the API answers 503 for 6 s, the trigger is
+    replaced during it (a triggerer restart), and ``during_the_outage`` runs. The workload ends
+    unseen; the trigger re-created after the outage reports how it ended."""
+    outages: list[threading.Thread] = []
+
+    def go_blind() -> None:
+        seen_running(cluster, name)
+        outages.append(outage(cluster, 6.0))
+        during_the_outage()
+
+    with pytest.raises(TimeoutError):
+        first_event(trigger, timeout=4, during=go_blind, during_after=0.2)
+    outages[0].join()
+    return first_event(trigger, timeout=90)
+
+
+def test_a_users_bug_that_strikes_during_an_outage_is_still_the_users_bug(pathways_cluster):
+    """The head exits 3 while the API answers 503; when it is back, the failed pod is gone, and the
+    PathwaysJob naming the head as the first failed job on healthy nodes is what is left."""
+    pathwaysjob(pathways_cluster, "bug-in-outage", PATHWAYS_TESTING_FAIL_AT_STEP="150", PATHWAYS_TESTING_EXIT_CODE="3")
+    trigger = PathwaysJobTrigger(name="bug-in-outage", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict())
+    event = ended_while_nobody_could_look(pathways_cluster, trigger, "bug-in-outage")
+    assert event["state"]["phase"] == "FAILED", event
+    assert event["classification"]["verdict"] == "USER_ERROR", event["classification"]
+    PathwaysHook().delete(PATHWAYSJOB, "default", "bug-in-outage")
+
+
+def test_a_slice_lost_and_back_during_an_outage_is_not_the_users_bug(pathways_cluster):
+    """The slice goes down and comes back while nobody can look (seed 8018 of the chaos suite):
+    the head, named as the first failed job, exited 1 as JAX does, every node is Ready again, and
+    only the nodes the workers were seen on tell the truth."""
+    pathwaysjob(pathways_cluster, "lost-in-outage")
+    trigger = PathwaysJobTrigger(name="lost-in-outage", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict())
+
+    def lose_the_slice() -> None:
+        pods = pathways_cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": "lost-in-outage"})
+        node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker")
+        pathways_cluster.lose_slice(pathways_cluster.get("v1", "Node", node, namespace=None)["metadata"]["labels"]["cloud.google.com/gke-nodepool"], downtime=60, wait=False)
+
+    event = ended_while_nobody_could_look(pathways_cluster, trigger, "lost-in-outage", lose_the_slice)
+    assert event["state"]["phase"] == "FAILED", event
+    assert event["classification"]["verdict"] != "USER_ERROR", event["classification"]
+    assert any("it ran on" in e for e in event["classification"]["evidence"]), event["classification"]
+    PathwaysHook().delete(PATHWAYSJOB, "default", "lost-in-outage")

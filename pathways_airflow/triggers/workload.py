@@ -324,7 +324,7 @@ class PathwaysJobTrigger(KillableTrigger):
     async def _creation_refused(self, observation: Observation, state: WorkloadState) -> str | None:
         """Why the API refuses the workload's child objects (:mod:`~pathways_airflow.state.creation`),
         read from its events every few seconds while some are missing; the task then deletes it."""
-        top = observation.pathwaysjob if self.backend == "pathwaysjob" else observation.jobset
+        top = _top(observation)
         if top is not None and observation.jobset is None:
             self._without_jobset_since = self._without_jobset_since or time.monotonic()
         else:

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from pathways_airflow import well_known
+from pathways_airflow.state.api_time import to_the_second
+
 JOB_CREATION_FAILED = "JobCreationFailed"
 
 CHECK_EVERY_SECONDS = 5.0
@@ -45,17 +48,12 @@ def children_missing(top: Mapping[str, Any] | None, jobset: Mapping[str, Any] | 
     spec, status = jobset.get("spec") or {}, jobset.get("status") or {}
     expected = sum(int(r.get("replicas", 1)) for r in spec.get("replicatedJobs") or ())
     attempt = str(status.get("restarts", 0))
-    current = [j for j in jobs if ((j.get("metadata") or {}).get("labels") or {}).get("jobset.sigs.k8s.io/restart-attempt", attempt) == attempt]
+    current = [j for j in jobs if ((j.get("metadata") or {}).get("labels") or {}).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
     return len(current) < expected
 
 
-def _second(timestamp: Any) -> str:
-    """An RFC 3339 timestamp to the second (``eventTime`` has microseconds, the rest do not), comparable as text."""
-    return str(timestamp or "")[:19]
-
-
 def _when(event: Mapping[str, Any]) -> str:
-    return _second(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
+    return to_the_second(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
 
 
 def _about(event: Mapping[str, Any], kind: str, name: str) -> bool:
@@ -64,7 +62,7 @@ def _about(event: Mapping[str, Any], kind: str, name: str) -> bool:
 
 
 def _newest_creation(objects: Iterable[Mapping[str, Any]]) -> str:
-    return max((_second((o.get("metadata") or {}).get("creationTimestamp")) for o in objects), default="")
+    return max((to_the_second((o.get("metadata") or {}).get("creationTimestamp")) for o in objects), default="")
 
 
 def rejected_child_job(jobset: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> str | None:
@@ -110,7 +108,6 @@ def creation_failure(
     waited_without_jobset: float,
 ) -> str | None:
     """The verdict on a workload whose child objects are missing: why the API refused them, or ``None`` (keep waiting)."""
-    events = list(events)
     if jobset is not None:
         return rejected_child_job(jobset, jobs, events)
     if top.get("kind") == "PathwaysJob":

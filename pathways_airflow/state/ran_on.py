@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.spec.render import WORKER_JOB
+from pathways_airflow.state.api_time import to_the_second
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.disruption import Classification, Verdict, node_disruption
 
@@ -58,7 +59,7 @@ def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list
         return None
     if restart is not None and data.get("restart") != restart:
         return None
-    return data["since"][:19], [str(n) for n in data["nodes"]]
+    return to_the_second(data["since"]), [str(n) for n in data["nodes"]]
 
 
 def went_down_under_it(workload: Mapping[str, Any] | None, restart: int | None, nodes: Iterable[Mapping[str, Any]] | None) -> Classification | None:
@@ -78,8 +79,8 @@ def went_down_under_it(workload: Mapping[str, Any] | None, restart: int | None, 
         if now is not None:
             verdict = now[0] if verdict is Verdict.SLICE_FAILURE else verdict
             evidence.append(f"node {name} it ran on: {now[1]}")
-        elif str(_meta(node).get("creationTimestamp") or "")[:19] > since:
+        elif to_the_second(_meta(node).get("creationTimestamp")) > since:
             evidence.append(f"node {name} it ran on was re-created at {_meta(node)['creationTimestamp']}, after its workers started ({since})")
-        elif ready is not None and str(ready.get("lastTransitionTime") or "")[:19] > since:
+        elif ready is not None and to_the_second(ready.get("lastTransitionTime")) > since:
             evidence.append(f"node {name} it ran on went down and came back (Ready since {ready['lastTransitionTime']}) after its workers started ({since})")
     return Classification(verdict, tuple(evidence[:3])) if evidence else None

@@ -34,20 +34,20 @@ def first_try_of(try_number: Any, max_tries: Any, retries: Any) -> int | None:
     return first if 1 <= first <= try_number else None
 
 
-def _first_try_written(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+def _another_round(written: Any, first_try: int | None) -> bool:
+    """Whether the first try written on something names a round other than ``first_try``; what
+    carries none, or a round nobody knows, counts as the current one."""
+    if isinstance(written, str) and written.isdigit():
+        written = int(written)
+    return first_try is not None and isinstance(written, int) and written != first_try
 
 
 def from_an_earlier_round(obj: Mapping[str, Any], first_try: int | None) -> bool:
     """Whether a workload was submitted before the clear that began the round ``first_try``."""
-    written = _first_try_written(((obj.get("metadata") or {}).get("annotations") or {}).get(FIRST_TRY_ANNOTATION))
-    return first_try is not None and written is not None and written != first_try
+    return _another_round(((obj.get("metadata") or {}).get("annotations") or {}).get(FIRST_TRY_ANNOTATION), first_try)
 
 
 def record_of_this_round(record: Mapping[str, Any] | None, first_try: int | None) -> Mapping[str, Any] | None:
     """The task's stored record when it belongs to the round ``first_try``, else ``None`` (the
     task was cleared since: its result, attempt and disruptions are history)."""
-    if record is None:
-        return None
-    written = _first_try_written(record.get("first_try"))
-    return None if first_try is not None and written is not None and written != first_try else record
+    return None if record is None or _another_round(record.get("first_try"), first_try) else record

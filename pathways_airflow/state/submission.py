@@ -80,8 +80,11 @@ def plan_submission(
     Workloads of an earlier round, before the user cleared the task, are deleted and never
     re-attached, reused or read for a verdict; the next attempt's name is one none of them holds.
     """
-    earlier = [o for o in existing if from_an_earlier_round(o, first_try)]
-    plan = _plan_in_this_round([o for o in existing if not from_an_earlier_round(o, first_try)], recorded_attempt, nodes)
+    earlier: list[Mapping[str, Any]] = []
+    this_round: list[Mapping[str, Any]] = []
+    for obj in existing:
+        (earlier if from_an_earlier_round(obj, first_try) else this_round).append(obj)
+    plan = _plan_in_this_round(this_round, recorded_attempt, nodes)
     if not earlier:
         return plan
     names = tuple(o["metadata"]["name"] for o in sorted(earlier, key=attempt_of))

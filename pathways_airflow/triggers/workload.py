@@ -226,6 +226,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 if refused:
                     state = WorkloadState(Phase.FAILED, message=refused, cause=FailureCause.BAD_SPEC)
                 await self._capture_failure(observation)
+                await self._record_where_workers_run(observation)
                 await self._record_disruption_seen(observation)
                 await self._note_progress(observation, previous, state)
                 line = transition_line(previous, state)
@@ -309,7 +310,8 @@ class PathwaysJobTrigger(KillableTrigger):
                     self._last_step = max(step, self._last_step or 0)
         # Every restart the JobSet counted, also one it made between two looks (its new pods may
         # already run): the cause is in the attempt that ended.
-        for ended in range(len(self._restarts), state.restarts):
+        unrecorded = range(len(self._restarts), state.restarts)
+        for ended in unrecorded:
             classification = await self._classify(observation, ended)
             self._restarts.append(
                 Disruption(time.time(), classification.verdict.value, classification.evidence, self._last_step, JOBSET_RESTART)
@@ -318,8 +320,8 @@ class PathwaysJobTrigger(KillableTrigger):
                 "%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, classification.verdict.value,
                 "; ".join(classification.evidence[:3]),
             )
-            if self.until_phase is None:
-                await self._annotate(restarts_annotation(self._restarts), "the JobSet restarts")
+        if unrecorded and self.until_phase is None:
+            await self._annotate(restarts_annotation(self._restarts), "the JobSet restarts")
 
     async def _creation_refused(self, observation: Observation, state: WorkloadState) -> str | None:
         """Why the API refuses the workload's child objects (:mod:`~pathways_airflow.state.creation`),
@@ -399,21 +401,25 @@ class PathwaysJobTrigger(KillableTrigger):
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
         )
 
+    async def _record_where_workers_run(self, observation: Observation) -> None:
+        """Write once per attempt the nodes its workers run on: if the slice fails and heals while
+        no trigger can look, they are what tells it from the user's bug (:mod:`pathways_airflow.state.ran_on`)."""
+        attempt = current_attempt(observation)
+        if attempt in self._where_recorded or self.until_phase is not None:
+            return
+        where = where_workers_run(pods_of_current_attempt(observation), attempt)
+        if where is not None:
+            self._where_recorded.add(attempt)
+            await self._annotate(where, "the nodes it runs on")
+
     async def _record_disruption_seen(self, observation: Observation) -> None:
-        """Write a disruption onto the workload the moment its pods show one, and once per attempt
-        the nodes its workers run on.
+        """Write a disruption onto the workload the moment its pods show one.
 
         The pods that show it are soon gone, and this trigger may be cancelled (a triggerer
         restart, a hand-over, an API outage) before the workload fails: the next trigger, or the
-        task's retry, then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`,
-        :mod:`pathways_airflow.state.ran_on`).
+        task's retry, then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`).
         """
         attempt = current_attempt(observation)
-        if attempt not in self._where_recorded and self.until_phase is None:
-            where = where_workers_run(pods_of_current_attempt(observation), attempt)
-            if where is not None:
-                self._where_recorded.add(attempt)
-                await self._annotate(where, "the nodes it runs on")
         if attempt in self._disruptions_recorded or self.until_phase is not None:
             return
         if not any(pod_disruption(p) for p in pods_of_current_attempt(observation)):

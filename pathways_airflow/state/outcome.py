@@ -108,6 +108,16 @@ def is_disruption(state: WorkloadState, classification: Classification) -> bool:
     return classification.verdict.is_disruption
 
 
+def verdict_of(state: WorkloadState, classification: Classification) -> Classification:
+    """Why a failed workload stopped, as the task acts on it (:func:`is_disruption`), for the
+    record a retry reads back: a user's-code failure (the ``jobset`` backend's failure policy, a
+    user exit code) that no disruption evidence explains is the user's error, even when its pod is
+    gone and the classifier alone found nothing."""
+    if state.cause is not FailureCause.USER_CODE or classification.verdict is Verdict.USER_ERROR or is_disruption(state, classification):
+        return classification
+    return Classification(Verdict.USER_ERROR, (state.message,), state.exit_code, state.container, state.pod)
+
+
 def over_budget(submission: Submission, max_disruptions: int) -> bool:
     """More resubmissions than ``max_disruptions`` allows (JobSet restarts in place are free)."""
     return submission.resubmissions > max_disruptions

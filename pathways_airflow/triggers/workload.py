@@ -24,7 +24,7 @@ from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
 from pathways_airflow.state.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState, kueue_workload_of
-from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
+from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.ran_on import went_down_under_it, where_workers_run
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
@@ -250,7 +250,7 @@ class PathwaysJobTrigger(KillableTrigger):
                         state = stopped
                 if state.phase.finished or self._reached(state):
                     if state.phase.value == "FAILED" and classification is None:
-                        classification = await self._settled_verdict(observation, subscriptions, watches)
+                        classification = verdict_of(state, await self._settled_verdict(observation, subscriptions, watches))
                         await self._record_verdict(classification)
                     finished = WorkloadEvent(
                         "finished",

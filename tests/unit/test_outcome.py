@@ -12,7 +12,7 @@ from pathways_airflow.exceptions import (
 )
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, workload_failure
+from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, verdict_of, workload_failure
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, Submission
 
 MAINTENANCE = Classification(Verdict.MAINTENANCE, ("node gke-tpu-1: cloud.google.com/active-node-maintenance=ONGOING",))
@@ -128,3 +128,17 @@ def test_a_bug_is_stopped_in_place_only_while_the_jobset_would_restart_it():
     assert stopped is not None and stopped.phase is Phase.FAILED and stopped.exit_code == 3
     assert bug_stopped_in_place(running, bug, 0) is None
     assert bug_stopped_in_place(running, Classification(Verdict.SLICE_FAILURE, ("node x: Ready=Unknown",)), 1) is None
+
+
+def test_the_verdict_recorded_for_a_retry_is_the_one_the_task_acts_on():
+    """Seed 78028: the failure policy failed the JobSet as the user's error after its head pod was
+    gone; the classifier alone saw nothing. The record a crashed worker's retry reads must say bug."""
+    policy = WorkloadState(
+        Phase.FAILED, "the head's main container exited with a user-error exit code (rule userErrorFailsJobSet)", cause=FailureCause.USER_CODE
+    )
+    nothing = Classification(Verdict.UNKNOWN_INFRA, ("no pod shows why it stopped",))
+    recorded = verdict_of(policy, nothing)
+    assert recorded.verdict is Verdict.USER_ERROR and recorded.evidence == (policy.message,)
+    maintenance = Classification(Verdict.MAINTENANCE, ("node n: cloud.google.com/active-node-maintenance=ONGOING",))
+    assert verdict_of(policy, maintenance) is maintenance, "disruption evidence still outranks the exit code"
+    assert verdict_of(failed(None), nothing) is nothing, "no user's code: nothing to add"

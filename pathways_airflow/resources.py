@@ -47,6 +47,9 @@ NODE = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENT = Resource("", "v1", "events", "Event")
 SERVICE = Resource("", "v1", "services", "Service")
 
+WORKLOAD_KINDS = (PATHWAYSJOB, JOBSET)
+"""What a training workload is, by backend: each runs a JobSet whose pods hold the slices."""
+
 BY_KIND = {r.kind: r for r in (PATHWAYSJOB, JOBSET, LEADERWORKERSET, KUEUE_WORKLOAD, JOB, POD, NODE, EVENT, SERVICE)}
 
 

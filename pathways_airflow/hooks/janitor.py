@@ -12,15 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import PathwaysHook
-from pathways_airflow.resources import BY_KIND, JOBSET, PATHWAYSJOB
+from pathways_airflow.hooks.reclaim import wait_reclaimed
+from pathways_airflow.resources import BY_KIND, WORKLOAD_KINDS
 from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity
 from pathways_airflow.state.janitor import GRACE_PERIOD, TaskAnswer, Verdict, judge_all, tasks_to_ask
 
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{TASK_KEY_LABEL}"
 """Our workloads: managed by us and carrying a task key (a set-based ``exists`` requirement)."""
-WORKLOAD_KINDS = (PATHWAYSJOB, JOBSET)
 
 
 def managed_workloads(hook: PathwaysHook, namespace: str | None) -> list[dict[str, Any]]:
@@ -60,24 +59,19 @@ def server_time(hook: PathwaysHook) -> dt.datetime:
 
 def delete_orphans(hook: PathwaysHook, orphans: Sequence[Verdict], *, wait_seconds: float) -> tuple[list[Verdict], list[str]]:
     """Delete each orphan (background propagation: the owner goes now, the garbage collector
-    takes its JobSet, Jobs and pods), then wait up to ``wait_seconds`` for them and their pods.
+    takes its JobSet, Jobs and pods), then wait up to ``wait_seconds`` for their pods, doing the
+    collector's work if it is late (:func:`~pathways_airflow.hooks.reclaim.wait_reclaimed`).
 
     Returns the orphans deleted (one already gone is not counted) and what is left when the wait
-    ran out (``Kind/name`` in ``namespace``).
+    ran out (``namespace/workload: N pods``).
     """
     deleted = [v for v in orphans if hook.delete(BY_KIND[v.kind], v.namespace, v.name, propagation="Background")]
     left: list[str] = []
     deadline = time.monotonic() + wait_seconds
     for verdict in deleted if wait_seconds > 0 else []:
-        left += [
-            f"{verdict.namespace}/{thing}"
-            for thing in hook.wait_gone(
-                verdict.namespace,
-                [(BY_KIND[verdict.kind], verdict.name)],
-                [f"{well_known.JOBSET_NAME}={verdict.name}"],
-                timeout=max(0.0, deadline - time.monotonic()),
-            )
-        ]
+        leftovers = wait_reclaimed(hook, verdict.namespace, verdict.name, timeout=max(0.0, deadline - time.monotonic()))
+        if not leftovers.gone:
+            left.append(f"{verdict.namespace}/{verdict.name}: {leftovers.holding} pods")
     return deleted, left
 
 

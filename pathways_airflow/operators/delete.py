@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from pathways_airflow import well_known
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS, ClusterConnectionMixin
+from pathways_airflow.hooks.reclaim import wait_reclaimed
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
@@ -23,7 +23,8 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
     """Delete a PathwaysJob or JobSet (foreground: dependents first) and wait for its pods to go.
 
     Use it as an Airflow teardown task, or to clean up a workload by name. A workload that is
-    already gone is not an error.
+    already gone is not an error. Pods the cluster's garbage collector has not reached once their
+    grace period is over are deleted directly (:mod:`pathways_airflow.state.reclaim`).
 
     :param name: workload name (often ``{{ ti.xcom_pull('train')['name'] }}``).
     :param wait_seconds: how long to wait for the pods to terminate (0: do not wait).
@@ -65,14 +66,9 @@ class DeletePathwaysJobOperator(ClusterConnectionMixin, BaseOperator):
         self.log.info("deleting %s %s/%s", resource.kind, self.namespace, self.name)
         if not self.wait_seconds:
             return True
-        remaining = self.hook.wait_gone(
-            self.namespace,
-            [(resource, self.name)],
-            [f"{well_known.JOBSET_NAME}={self.name}"],
-            timeout=self.wait_seconds,
-        )
-        if remaining:
-            self.log.warning("%s/%s: pods still terminating after %.0fs", self.namespace, self.name, self.wait_seconds)
-        else:
+        left = wait_reclaimed(self.hook, self.namespace, self.name, timeout=self.wait_seconds)
+        if left.gone:
             self.log.info("%s/%s and its pods are gone", self.namespace, self.name)
+        else:
+            self.log.warning("%s/%s: %d pods still terminating after %.0fs", self.namespace, self.name, left.holding, self.wait_seconds)
         return True

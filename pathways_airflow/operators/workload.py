@@ -29,6 +29,7 @@ from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, 
 from pathways_airflow.state.records import Submission, WorkloadEvent
 from pathways_airflow.state.rounds import record_of_this_round
 from pathways_airflow.state.submission import needs_nodes, plan_submission
+from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
 from pathways_airflow.spec.arguments import exit_codes_problem, kueue_max_exec_time, workload_placement_problems
@@ -481,7 +482,7 @@ class PathwaysJobOperator(ClusterOperator):
         if not exhausted:  # recorded before the old workload goes: a worker that dies in between leaves
             # the next try the attempt to submit, the checkpoint to resume from, and this disruption
             self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
-        self.hook.delete(workload_resource(self.backend), self.namespace, submission.name)
+        delete_making_room(self.hook, workload_resource(self.backend), self.namespace, submission.name)
         if exhausted:
             raise DisruptionBudgetExhausted(
                 budget_exhausted_message(submission, self.disruption_budget),

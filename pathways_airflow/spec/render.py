@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pathways_airflow import well_known
+from pathways_airflow.spec.tpu import TPU_RESOURCE
 from pathways_airflow.spec.workload import CustomComponent, MainContainer, Workload
 
 PATHWAYSJOB_API_VERSION = "pathways-job.pathways.domain/v1"
@@ -393,7 +394,7 @@ def _worker_job(workload: Workload, name: str, policy: JobSetFailurePolicy) -> d
         ],
         "ports": [{"containerPort": p} for p in (WORKER_PORT, WORKER_PORT + 1, 8471, 8080)],
         "volumeMounts": [{"name": "shared-tmp", "mountPath": "/tmp"}],
-        "resources": {"limits": {"google.com/tpu": str(shape.chips_per_vm)}},
+        "resources": {"limits": {TPU_RESOURCE: str(shape.chips_per_vm)}},
     }
     pod: dict[str, Any] = {
         "hostNetwork": True,

@@ -46,7 +46,7 @@ from pathways_airflow.checkpoints import ITEMS_DIR, join
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns_label
 from pathways_airflow.spec.render import IMAGE_REPOSITORY
-from pathways_airflow.spec.tpu import SliceShape, resolve_machine_type, slice_shape
+from pathways_airflow.spec.tpu import TPU_RESOURCE, SliceShape, resolve_machine_type, slice_shape
 from pathways_airflow.spec.workload import (
     MAX_INT32,
     GCS_PATH,
@@ -486,7 +486,7 @@ def _worker_container(server: JetStreamServer) -> dict[str, Any]:
             f"--gcs_scratch_location={server.pathways_dir}",
         ],
         "ports": [{"containerPort": WORKER_PORT}],
-        "resources": {"limits": {"google.com/tpu": str(server.shape.chips_per_vm)}},
+        "resources": {"limits": {TPU_RESOURCE: str(server.shape.chips_per_vm)}},
     }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 
@@ -213,3 +213,13 @@ def slice_shape(machine: MachineType, topology: str) -> SliceShape:
     chips = math.prod(dims)
     vms = max(1, chips // machine.chips_per_vm)
     return SliceShape(machine, str(topology).strip(), chips, vms, machine.chips_per_vm)
+
+
+TPU_RESOURCE = "google.com/tpu"
+"""The extended resource a TPU pod requests its chips as (GKE's TPU device plugin)."""
+
+
+def pod_spec_chips(pod_spec: Mapping[str, Any]) -> int:
+    """The TPU chips a pod spec asks for: the ``google.com/tpu`` limits of its containers (GKE
+    requires limits for extended resources; requests, when given, must equal them)."""
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(TPU_RESOURCE, 0)) for c in pod_spec.get("containers") or ())

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pathways_airflow.spec.names import LABEL_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity
-from pathways_airflow.spec.tpu import MACHINE_TYPES, slice_shape
+from pathways_airflow.spec.tpu import MACHINE_TYPES, pod_spec_chips, slice_shape
 
 GRACE_PERIOD = dt.timedelta(minutes=10)
 """How old a workload must be before the janitor may delete it (see the module docstring)."""
@@ -38,7 +38,6 @@ state yet (created, or cleared and about to be scheduled again)."""
 FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 """Task instance states no try follows unless a user clears the task (which submits anew)."""
 
-TPU_RESOURCE = "google.com/tpu"
 """The extended resource a TPU worker pod requests (GKE: "Deploy TPU workloads in GKE")."""
 
 TaskAnswer = tuple[bool, "str | None"]
@@ -189,9 +188,7 @@ def _replicated_job_chips(job: Mapping[str, Any]) -> int:
     # kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go: ReplicatedJob{Replicas, Template}.
     job_spec = job["template"]["spec"]
     pods = int(job.get("replicas", 1)) * int(job_spec.get("parallelism", 1))
-    containers = job_spec["template"]["spec"].get("containers") or []
-    per_pod = sum(int(((c.get("resources") or {}).get("limits") or {}).get(TPU_RESOURCE, 0)) for c in containers)
-    return pods * per_pod
+    return pods * pod_spec_chips(job_spec["template"]["spec"])
 
 
 def chips_freed(verdicts: list[Verdict]) -> int:

@@ -9,6 +9,11 @@ long as it may, and if the time runs out the delete carries on, retrying until t
 gone or :data:`GIVE_UP_AFTER_SECONDS` have passed. A triggerer that is itself killed stops it
 too: the janitor, JobSet's ``ttlSecondsAfterFinished`` and Kueue's maximum execution time are the
 backstops for that.
+
+An accepted DELETE is not the end either: a busy garbage collector can leave the pods on their
+TPUs for many minutes. For a workload, the same task goes on looking at its pods until every one
+is stopping, and deletes what the collector has not reached once it is late
+(:mod:`pathways_airflow.state.reclaim`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import time
 
 from pathways_airflow.hooks.api import describe, is_transient
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import Resource
+from pathways_airflow.hooks.reclaim import POLL_SECONDS, reclaim_async
+from pathways_airflow.resources import WORKLOAD_KINDS, Resource
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +44,19 @@ async def delete_until_gone(
     target: ClusterTarget, resource: Resource, namespace: str, name: str, why: str, *, give_up_after: float = GIVE_UP_AFTER_SECONDS
 ) -> bool:
     """DELETE the object (foreground: a workload's JobSet, Jobs and pods, a Job's pods go first),
-    retrying API failures until it is accepted or found gone. ``True`` once deleted or gone;
-    ``False`` if it gave up (a refusal, or :data:`GIVE_UP_AFTER_SECONDS` of failures)."""
+    retrying API failures until it is accepted or found gone; then, for a workload, see its pods
+    stop (:func:`until_pods_stop`). ``True`` once deleted or gone; ``False`` if it gave up (a
+    refusal, or :data:`GIVE_UP_AFTER_SECONDS` of failures)."""
     hook = AsyncPathwaysHook(target)
     deadline = time.monotonic() + give_up_after
     failures = 0
+    accepted_at: float | None = None
     while True:
         try:
             found = await hook.delete(resource, namespace, name, propagation="Foreground")
+            accepted_at = accepted_at or time.monotonic()
+            if resource in WORKLOAD_KINDS:
+                await until_pods_stop(hook, namespace, name, accepted_at, deadline)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -62,6 +73,15 @@ async def delete_until_gone(
             continue
         log.info("deleted %s %s/%s: %s%s", resource.kind, namespace, name, why, "" if found else " (it was already gone)")
         return True
+
+
+async def until_pods_stop(hook: AsyncPathwaysHook, namespace: str, workload: str, accepted_at: float, deadline: float) -> None:
+    """Look at the workload's pods (deleted at ``accepted_at``) until each is gone or stopping,
+    doing the garbage collector's work once it is late
+    (:func:`~pathways_airflow.hooks.reclaim.reclaim_async`). An API failure here is the caller's
+    to retry: it repeats the DELETE, which is harmless, and comes back here."""
+    while not (await reclaim_async(hook, namespace, workload, time.monotonic() - accepted_at)).handed_over and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_SECONDS)
 
 
 def delete_in_background(target: ClusterTarget, resource: Resource, namespace: str, name: str, why: str) -> asyncio.Task[bool]:

@@ -313,6 +313,20 @@ def flow_refused_worker_job(cluster, bucket) -> None:
         core.delete_namespaced_resource_quota("one-more-job", "default")
 
 
+def flow_late_garbage_collector(cluster, bucket) -> None:
+    """The collector never comes: the delete operator deletes the JobSet, Jobs and pods itself."""
+    with pytest.raises(TaskDeferred) as deferred:
+        training("late-gc", steps=10_000, deferrable=True, termination_grace_period_seconds=1).execute({"ti": ti_for("late-gc")})
+    name = deferred.value.trigger.name
+    wait_for(lambda: len(cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name})) == 3, timeout=60)
+    cluster.slow_garbage_collector(1e6)
+    try:
+        assert DeletePathwaysJobOperator(task_id="delete-late", name=name, wait_seconds=60).execute({}) is True
+    finally:
+        cluster.slow_garbage_collector(0)
+    assert not cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name})
+
+
 FLOWS: dict[str, Callable[..., None]] = {
     "training, deferred": flow_training_deferred,
     "training, in the worker": flow_training_in_the_worker,
@@ -325,6 +339,7 @@ FLOWS: dict[str, Callable[..., None]] = {
     "delete and on_kill": flow_delete_and_on_kill,
     "workload sensor, in the worker": flow_workload_sensor_in_the_worker,
     "refused worker Job": flow_refused_worker_job,
+    "late garbage collector": flow_late_garbage_collector,
 }
 
 
@@ -361,6 +376,7 @@ REMOVALS = [
     ("workloads", "list", "workload sensor, in the worker"),
     ("nodes", "list", "sensors"),
     ("events", "list", "refused worker Job"),
+    ("pods", "delete", "late garbage collector"),
 ]
 
 

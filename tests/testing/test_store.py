@@ -118,6 +118,41 @@ def test_foreground_deletion_waits_for_a_dependent_held_by_a_finalizer(store):
     assert store.find(pods, "default", "fg-pod") is None and store.find(jobs, "default", "fg") is None
 
 
+def test_a_late_collector_leaves_each_level_of_dependents_running_until_it_comes(store):
+    """A JobSet → Job → pod chain deleted in the foreground while the collector is 60 s (1 s real)
+    late: the JobSet is only marked and the pod lives on; the collector reaches the Job after 1 s
+    and the pod after 2 s, and then the marked owners go. Set back to 0, it catches up at once."""
+    import asyncio
+
+    jobsets, jobs, pods = kind(store, "jobset.x-k8s.io", "v1alpha2", "jobsets"), kind(store, "batch", "v1", "jobs"), kind(store, "", "v1", "pods")
+    store.clock = VirtualClock(speed=60)
+    chain = ((jobsets, "js"), (jobs, "js-worker-0"), (pods, "js-worker-0-0"))
+
+    def look() -> list[str]:
+        found = [store.find(k, "default", n) for k, n in chain]
+        return ["gone" if o is None else "marked" if o["metadata"].get("deletionTimestamp") else "live" for o in found]
+
+    async def scenario(catch_up_after: float | None) -> list[list[str]]:
+        store.set_collector_delay(60)
+        jobset = store.create(jobsets, {"metadata": {"name": "js"}, "spec": {"replicatedJobs": []}})
+        job = store.create(jobs, {"metadata": {"name": "js-worker-0", **owned(jobset)}, "spec": {"template": {}}})
+        store.create(pods, {"metadata": {"name": "js-worker-0-0", **owned(job)}, "spec": {"containers": []}})
+        store.delete(jobsets, "default", "js", propagation="Foreground")
+        seen = [look()]
+        if catch_up_after is not None:
+            await asyncio.sleep(catch_up_after)
+            store.set_collector_delay(0)
+            return [*seen, look()]
+        for _ in range(2):
+            await asyncio.sleep(1.5 if len(seen) == 1 else 1.0)
+            seen.append(look())
+        store.set_collector_delay(0)
+        return seen
+
+    assert asyncio.run(scenario(None)) == [["marked", "live", "live"], ["marked", "marked", "live"], ["gone", "gone", "gone"]]
+    assert asyncio.run(scenario(0.2)) == [["marked", "live", "live"], ["gone", "gone", "gone"]], "caught up at once"
+
+
 def test_creating_in_a_missing_namespace_is_404_and_names_can_be_generated(store):
     cms = kind(store, "", "v1", "configmaps")
     with pytest.raises(ApiError) as missing:

@@ -532,6 +532,12 @@ class LocalCluster:
         assert self.api is not None
         return self.call(self.api.drop_watches)
 
+    def slow_garbage_collector(self, seconds: float) -> None:
+        """From now on the garbage collector reaches each level of a deleted owner's dependents
+        ``seconds`` (simulated) late, as a busy one on GKE does; 0 puts it back, and it catches up
+        on what it owes at once."""
+        self.call(lambda: self.store.set_collector_delay(seconds))
+
     def compact(self) -> int:
         """Forget the event history: a watch from any earlier resourceVersion gets 410 Gone."""
         return self.call(self.store.compact)

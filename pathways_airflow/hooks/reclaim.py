@@ -1,0 +1,81 @@
+"""Doing the garbage collector's work when it is late: one look at a deleted workload's chain
+(:func:`pathways_airflow.state.reclaim.left_behind` decides), and a wait made of such looks.
+
+The async look runs in the delete a killed trigger leaves behind (:mod:`pathways_airflow.triggers.deletion`);
+the sync one in the worker: before a disruption resubmission, the delete operator and the janitor.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pathways_airflow import well_known
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
+from pathways_airflow.resources import JOB, JOBSET, POD, Resource
+from pathways_airflow.state.reclaim import Leftovers, left_behind, reclaimed_line
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 2.0
+RECLAIM_WAIT_SECONDS = 600.0
+"""The most a worker waits for a deleted workload's pods to be stopping before it goes on: the
+collector's lateness is noticed after the pods' grace period, which training pods that save a
+checkpoint on SIGTERM set to a few minutes."""
+
+
+def chain_selector(workload: str) -> str:
+    """The label every Job and pod of the workload's JobSet carries (a PathwaysJob's JobSet has its name)."""
+    return f"{well_known.JOBSET_NAME}={workload}"
+
+
+def _chain_order(leftovers: Leftovers) -> list[tuple]:
+    """Top down: nothing deleted here is re-created by a controller of something still above it."""
+    return [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
+
+
+def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float) -> Leftovers:
+    """Look at the chain of a workload deleted ``waited`` seconds ago; delete what the collector left."""
+    jobset = hook.get(JOBSET, namespace, workload)
+    selector = chain_selector(workload)
+    leftovers = left_behind(
+        [jobset] if jobset else [], hook.list(JOB, namespace, label_selector=selector), hook.list(POD, namespace, label_selector=selector), waited
+    )
+    for resource, name in _chain_order(leftovers):
+        hook.delete(resource, namespace, name, propagation="Background")
+    if leftovers.to_delete:
+        log.warning(reclaimed_line(namespace, workload, leftovers, waited))
+    return leftovers
+
+
+async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, waited: float) -> Leftovers:
+    """:func:`reclaim`, on the triggerer's event loop."""
+    jobset = await hook.get(JOBSET, namespace, workload)
+    selector = chain_selector(workload)
+    jobs = (await hook.list(JOB, namespace, label_selector=selector)).get("items") or []
+    pods = (await hook.list(POD, namespace, label_selector=selector)).get("items") or []
+    leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)
+    for resource, name in _chain_order(leftovers):
+        await hook.delete(resource, namespace, name, propagation="Background")
+    if leftovers.to_delete:
+        log.warning(reclaimed_line(namespace, workload, leftovers, waited))
+    return leftovers
+
+
+def wait_reclaimed(hook: PathwaysHook, namespace: str, workload: str, *, timeout: float, until_gone: bool = True) -> Leftovers:
+    """Look until the workload's pods are gone (``until_gone``) or at least all stopping, doing the
+    collector's work once it is late; at most ``timeout`` seconds. Returns the last look."""
+    start = time.monotonic()
+    while True:
+        waited = time.monotonic() - start
+        leftovers = reclaim(hook, namespace, workload, waited)
+        if leftovers.gone or (leftovers.handed_over and not until_gone) or waited >= timeout:
+            return leftovers
+        time.sleep(max(0.0, min(POLL_SECONDS, timeout - waited)))
+
+
+def delete_making_room(hook: PathwaysHook, resource: Resource, namespace: str, workload: str) -> Leftovers:
+    """Delete a workload whose slices the next attempt needs, and see its pods stopping (doing the
+    collector's work if it is late) before that attempt is submitted."""
+    hook.delete(resource, namespace, workload)
+    return wait_reclaimed(hook, namespace, workload, timeout=RECLAIM_WAIT_SECONDS, until_gone=False)

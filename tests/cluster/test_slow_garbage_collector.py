@@ -1,0 +1,104 @@
+"""A deleted workload's pods do not keep their TPUs while a busy garbage collector takes its time.
+
+The local cluster's collector is made late (:meth:`LocalCluster.slow_garbage_collector`): the
+workload is marked deleted at once, its JobSet, Jobs and pods run on, as on a busy GKE cluster
+(domain.md, "Cleanup in practice"). Once the pods' grace period and the margin are over, what the
+collector has not reached is deleted directly, top down, and the chips are reported. The
+workloads' pods ask for a 1 s grace period, so the collector is late after 16 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import pytest
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.hooks.reclaim import chain_selector
+from pathways_airflow.operators import DeletePathwaysJobOperator
+from pathways_airflow.resources import JOB, JOBSET, PATHWAYSJOB, POD
+from pathways_airflow.spec import build_workload, render
+from pathways_airflow.state.reclaim import COLLECTOR_MARGIN_SECONDS
+from pathways_airflow.triggers.deletion import deletes_in_progress
+from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from tests.support.waiting import wait_for
+
+GRACE = 1
+LATE_AFTER = GRACE + COLLECTOR_MARGIN_SECONDS
+
+
+@pytest.fixture
+def late_collector(pathways_cluster):
+    """A collector that would reach the dependents in about 11 days of cluster time (4.6 h real)."""
+    pathways_cluster.slow_garbage_collector(1e6)
+    try:
+        yield pathways_cluster
+    finally:
+        pathways_cluster.slow_garbage_collector(0)
+
+
+def running_training(name: str, backend: str) -> PathwaysHook:
+    hook = PathwaysHook()
+    workload = build_workload(
+        tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext",
+        command=["python3", "-m", "MaxText.train", "steps=10000"], env={"PATHWAYS_TESTING_STEP_SECONDS": "2"},
+        termination_grace_period_seconds=GRACE,
+    )
+    hook.create(render(workload, backend=backend, name=name, namespace="default"))
+    wait_for(lambda: len(running_pods(hook, name)) == 3, timeout=60, what="the head and two worker pods running")
+    return hook
+
+
+def running_pods(hook: PathwaysHook, name: str) -> list[dict]:
+    return [p for p in hook.list(POD, "default", label_selector=chain_selector(name)) if p["status"].get("phase") == "Running"]
+
+
+def test_a_killed_tasks_workload_is_gone_even_when_the_collector_never_comes(late_collector, caplog):
+    """The trigger's on_kill hands the delete to the triggerer's loop; it outlives the triggerer's
+    patience, sees the collector late, and deletes the Jobs and pods itself."""
+    name = "gc-late-kill"
+    hook = running_training(name, "jobset")
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict())
+    caplog.set_level(logging.INFO, logger="pathways_airflow")
+
+    async def triggerer() -> list[dict]:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(trigger.on_kill(), timeout=2.0)  # the triggerer's on_kill_timeout, shortened
+        await asyncio.sleep(2.0)
+        marked = await AsyncPathwaysHook(ClusterTarget()).get(JOBSET, "default", name)
+        still_running = running_pods(hook, name)
+        for _ in range(int(LATE_AFTER * 4) + 60):  # the triggerer's loop runs on, for its other triggers
+            if not deletes_in_progress():
+                break
+            await asyncio.sleep(0.25)
+        await AsyncPathwaysHook.close_all()
+        assert marked is not None and marked["metadata"].get("deletionTimestamp"), "the DELETE was accepted at once"
+        return still_running
+
+    still_running = asyncio.run(triggerer())
+    assert len(still_running) == 3, "the collector is late: the pods outlived the DELETE"
+    wait_for(lambda: not hook.list(POD, "default", label_selector=chain_selector(name)), timeout=10, what="the pods gone")
+    assert not hook.list(JOB, "default", label_selector=chain_selector(name))
+    # What holds no TPU is left to the collector: the marked JobSet waits for its Service and
+    # Kueue Workload, as foreground deletion makes it.
+    assert hook.get(JOBSET, "default", name)["metadata"]["deletionTimestamp"]
+    [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
+    assert line.startswith(f"default/{name}: the garbage collector had not reached 2 Jobs and 3 pods ")
+    assert line.endswith("reclaiming 8 TPU chips")
+
+
+def test_the_delete_operator_does_the_collectors_work_down_a_pathwaysjobs_chain(late_collector, caplog):
+    """PathwaysJob → JobSet → Jobs → pods: the JobSet goes first, or its controller would bring
+    the Jobs back; then the Jobs, or theirs would bring the pods back."""
+    name = "gc-late-delete"
+    hook = running_training(name, "pathwaysjob")
+    caplog.set_level(logging.INFO, logger="pathways_airflow")
+    deleted = DeletePathwaysJobOperator(task_id="delete", name=name, wait_seconds=LATE_AFTER + 30).execute({})
+    assert deleted is True
+    assert not hook.list(POD, "default", label_selector=chain_selector(name))
+    wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None and hook.get(JOBSET, "default", name) is None, timeout=10)
+    [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
+    assert f"default/{name}: the garbage collector had not reached its JobSet, 2 Jobs and 3 pods " in line
+    assert line.endswith("reclaiming 8 TPU chips")

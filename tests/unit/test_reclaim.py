@@ -1,0 +1,93 @@
+"""The rule that does a late garbage collector's work, on the pods and Jobs the API shows of a
+two-slice training workload (the ``running_two_slices`` fixture)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from pathways_airflow.state.reclaim import (
+    COLLECTOR_MARGIN_SECONDS,
+    DEFAULT_GRACE_SECONDS,
+    collector_grace,
+    holds_tpus,
+    left_behind,
+    pod_chips,
+    reclaimed_line,
+)
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "status" / "running_two_slices.json").read_text())["observation"]
+PODS = FIXTURE["pods"]
+WORKERS = [p for p in PODS if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker"]
+HEAD = [p for p in PODS if p not in WORKERS]
+JOBSET = FIXTURE["jobset"]
+
+
+def jobs_of(pods: list[dict]) -> list[dict]:
+    """The child Jobs the pods name (the API's shape: name, and no deletionTimestamp yet)."""
+    names = sorted({p["metadata"]["labels"]["batch.kubernetes.io/job-name"] for p in pods})
+    return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": n, "namespace": "default"}} for n in names]
+
+
+def marked(obj: dict) -> dict:
+    changed = copy.deepcopy(obj)
+    changed["metadata"]["deletionTimestamp"] = "2026-11-22T07:41:30Z"
+    return changed
+
+
+def test_a_worker_pod_holds_the_chips_of_its_vm_and_the_head_none():
+    # two v5e 2x4 slices: two VMs of 4 chips each per slice
+    assert [pod_chips(p) for p in WORKERS] == [4, 4, 4, 4] and [pod_chips(p) for p in HEAD] == [0]
+    assert all(holds_tpus(p) for p in PODS)
+    ended = copy.deepcopy(WORKERS[0])
+    ended["status"]["phase"] = "Failed"
+    assert not holds_tpus(ended), "a pod that ended gives its chips back even while its object stays"
+
+
+def test_the_collector_gets_the_pods_grace_period_and_a_margin():
+    assert collector_grace(PODS) == DEFAULT_GRACE_SECONDS + COLLECTOR_MARGIN_SECONDS
+    long = copy.deepcopy(WORKERS[0])
+    long["spec"]["terminationGracePeriodSeconds"] = 300
+    assert collector_grace([WORKERS[1], long]) == 300 + COLLECTOR_MARGIN_SECONDS
+    quick = [copy.deepcopy(w) for w in WORKERS]
+    for w in quick:
+        w["spec"]["terminationGracePeriodSeconds"] = 1
+    assert collector_grace([*HEAD, *quick]) == 1 + COLLECTOR_MARGIN_SECONDS, "the head's grace does not hold the slices"
+    assert collector_grace(HEAD) == DEFAULT_GRACE_SECONDS + COLLECTOR_MARGIN_SECONDS
+
+
+def test_nothing_is_deleted_directly_while_the_collector_is_not_late():
+    early = left_behind([JOBSET], jobs_of(PODS), PODS, waited=collector_grace(PODS) - 1)
+    assert not early.to_delete and early.holding == len(PODS) and early.unmarked == len(PODS)
+    assert not early.gone and not early.handed_over
+
+
+def test_once_it_is_late_the_whole_unreached_chain_goes_top_down_and_the_chips_are_counted():
+    late = left_behind([JOBSET], jobs_of(PODS), PODS, waited=collector_grace(PODS))
+    assert late.jobsets == (JOBSET["metadata"]["name"],)
+    assert late.jobs == tuple(j["metadata"]["name"] for j in jobs_of(PODS))
+    assert set(late.pods) == {p["metadata"]["name"] for p in PODS} and late.chips == 16
+    assert late.handed_over, "once these are deleted every pod is stopping"
+    line = reclaimed_line("default", "steady", late, 46)
+    assert line.startswith("default/steady: the garbage collector had not reached its JobSet, 3 Jobs and 5 pods 46 s after")
+    assert line.endswith("reclaiming 16 TPU chips")
+
+
+def test_what_the_collector_reached_is_left_to_it_and_its_kubelets():
+    # A JobSet backend's JobSet is the workload, marked by our DELETE; one Job reached; one worker stopping.
+    stopping = [marked(WORKERS[0]), *WORKERS[1:], *HEAD]
+    jobs = jobs_of(PODS)
+    late = left_behind([marked(JOBSET)], [marked(jobs[0]), *jobs[1:]], stopping, waited=3600)
+    assert late.jobsets == () and late.jobs == tuple(j["metadata"]["name"] for j in jobs[1:])
+    assert WORKERS[0]["metadata"]["name"] not in late.pods and late.chips == 12 and late.holding == 5 and late.unmarked == 4
+    all_stopping = left_behind([], [], [marked(p) for p in PODS], waited=3600)
+    assert not all_stopping.to_delete and all_stopping.handed_over and not all_stopping.gone, "never forced: the kubelet finishes"
+
+
+def test_a_workload_whose_pods_ended_or_went_is_gone():
+    ended = copy.deepcopy(PODS)
+    for p in ended:
+        p["status"]["phase"] = "Succeeded"
+    assert left_behind([JOBSET], jobs_of(PODS), ended, waited=3600).gone
+    assert left_behind([], [], [], waited=0).gone

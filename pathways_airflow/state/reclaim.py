@@ -31,10 +31,15 @@ core/v1/types.go, DefaultTerminationGracePeriodSeconds)."""
 _ENDED = ("Succeeded", "Failed")
 
 
-def holds_tpus(pod: Mapping[str, Any]) -> bool:
-    """A pod that has not ended keeps its node's chips, whether or not it is terminating (the
-    scheduler counts every pod that is not ``Succeeded`` or ``Failed``)."""
+def alive(pod: Mapping[str, Any]) -> bool:
+    """A pod that has not ended, terminating or not: the scheduler counts every pod that is not
+    ``Succeeded`` or ``Failed`` on its node, and a pending one takes a slice the moment it can."""
     return (pod.get("status") or {}).get("phase") not in _ENDED
+
+
+def holds_tpus(pod: Mapping[str, Any]) -> bool:
+    """An alive pod bound to a node keeps that node's chips."""
+    return alive(pod) and bool((pod.get("spec") or {}).get("nodeName"))
 
 
 def pod_chips(pod: Mapping[str, Any]) -> int:
@@ -59,14 +64,14 @@ class Leftovers:
     """One look at a deleted workload's chain: what still holds TPUs, and what to delete now."""
 
     holding: int
-    """Pods that have not ended (terminating or not): the workload is gone when this is 0."""
+    """Pods that are :func:`alive`: the workload is gone when this is 0."""
     unmarked: int
     """Of those, the pods nothing has asked to stop yet."""
     jobsets: tuple[str, ...] = ()
     jobs: tuple[str, ...] = ()
     pods: tuple[str, ...] = ()
     chips: int = 0
-    """The chips of :attr:`pods`: what deleting them directly gives back."""
+    """The chips :attr:`pods` hold on their nodes: what deleting them directly gives back."""
 
     @property
     def gone(self) -> bool:
@@ -93,13 +98,12 @@ def left_behind(
     Nothing is deleted directly while a pod that has not ended is still within
     :func:`collector_grace`; after it, everything unmarked in the chain is.
     """
-    holding = [p for p in pods if holds_tpus(p)]
+    holding = [p for p in pods if alive(p)]
     unmarked = [p for p in holding if not p["metadata"].get("deletionTimestamp")]
     if not unmarked or waited < collector_grace(holding):
         return Leftovers(len(holding), len(unmarked))
-    return Leftovers(
-        len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), sum(pod_chips(p) for p in unmarked)
-    )
+    chips = sum(pod_chips(p) for p in unmarked if holds_tpus(p))
+    return Leftovers(len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), chips)
 
 
 def reclaimed_line(namespace: str, workload: str, leftovers: Leftovers, waited: float) -> str:

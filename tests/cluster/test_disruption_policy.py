@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -80,6 +81,31 @@ def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathwa
     assert disruption["steps_recomputed"] == disruption["reached_step"] - disruption["resumed_from_step"]
     assert result["disruption_summary"].startswith(f"1 disruption (1 {kind.lower().replace('_', ' ')})")
     assert result["name"] == identity.workload_name(attempt=1)
+
+
+def test_a_resubmission_takes_back_the_slices_a_late_garbage_collector_leaves_to_the_last_attempt(pathways_cluster, caplog):
+    """Two slices, one lost: the JobSet fails and deletes its Jobs, but the collector is late and
+    their pods run on. The next attempt needs those slices: the pods are deleted directly before
+    it is submitted, and the chips are reported."""
+    import logging
+
+    task_id = "ride-late-gc"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    pathways_cluster.slow_garbage_collector(1e6)
+    caplog.set_level(logging.INFO, logger="pathways_airflow")
+    trigger = when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.lose_slice(pool, downtime=600))
+    try:
+        with LiveWorkloads(pathways_cluster, identity) as live:
+            result = training(task_id, steps=40, num_slices=2, termination_grace_period_seconds=1).execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    finally:
+        pathways_cluster.slow_garbage_collector(0)
+    trigger.join(1)
+    assert live.most == 1 and result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name(attempt=1)
+    [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
+    assert line.startswith(f"default/{identity.workload_name(attempt=0)}: the garbage collector had not reached ")
+    # the healthy slice (two VMs of four chips), and the lost slice's pods if their Job re-created
+    # them on the spare slice before the JobSet failed
+    assert re.search(r"reclaiming (8|16) TPU chips$", line), line
 
 
 def test_disruptions_beyond_the_budget_fail_the_task_with_the_list(pathways_cluster):

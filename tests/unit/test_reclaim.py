@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from pathways_airflow.state.reclaim import (
+    alive,
     COLLECTOR_MARGIN_SECONDS,
     DEFAULT_GRACE_SECONDS,
     collector_grace,
@@ -43,6 +44,12 @@ def test_a_worker_pod_holds_the_chips_of_its_vm_and_the_head_none():
     ended = copy.deepcopy(WORKERS[0])
     ended["status"]["phase"] = "Failed"
     assert not holds_tpus(ended), "a pod that ended gives its chips back even while its object stays"
+    pending = copy.deepcopy(WORKERS[0])
+    del pending["spec"]["nodeName"]
+    pending["status"] = {"phase": "Pending"}
+    assert not holds_tpus(pending) and alive(pending), "a pending pod holds nothing yet, but would take a slice"
+    late = left_behind([], [], [pending, WORKERS[1]], waited=3600)
+    assert late.pods == (pending["metadata"]["name"], WORKERS[1]["metadata"]["name"]) and late.chips == 4
 
 
 def test_the_collector_gets_the_pods_grace_period_and_a_margin():

@@ -82,7 +82,7 @@ with DAG(
         pathways_dir="gs://{{ params.bucket }}/pathways",
         image="{{ params.image }}",
         command=[
-            "python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+            "python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
             "base_output_directory=gs://{{ params.bucket }}/runs",
             "run_name={{ params.run_name }}",
             "model_name={{ params.model_name }}",

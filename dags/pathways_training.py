@@ -59,7 +59,7 @@ with DAG(
         pathways_dir="gs://{{ params.checkpoint_bucket }}/pathways",
         image="{{ params.image }}",
         command=[
-            "python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+            "python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
             "base_output_directory=gs://{{ params.checkpoint_bucket }}/runs",
             "run_name={{ params.run_name }}",
             "steps={{ params.steps }}",

@@ -6,7 +6,7 @@ line after ``--`` is the main container's command::
 
     pathways-airflow render --tpu v5e --topology 2x4 --num-slices 2 \\
         --pathways-dir gs://my-bucket/pathways --image us-docker.pkg.dev/me/maxtext:latest \\
-        -- python3 -m MaxText.train MaxText/configs/base.yml steps=100
+        -- python3 -m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml steps=100
 
 ``pathways-airflow janitor`` lists the workloads labelled as ours, asks Airflow's REST API about
 their task instances and (with ``--delete``) deletes those Airflow has lost track of::

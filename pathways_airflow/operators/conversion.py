@@ -39,6 +39,7 @@ from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, Worklo
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity
+from pathways_airflow.spec.maxtext import DEFAULT_LAYOUT
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.spec.workload import MainContainer
 from pathways_airflow.spec.conversion import (
@@ -100,8 +101,13 @@ class CheckpointConversionOperator(ClusterOperator):
     :param quantization: ``None`` or ``"int8"``.
     :param force_unroll: unroll scanned layers (what JetStream expects; default True).
     :param image: the MaxText image; use the MaxText version that wrote the checkpoint.
-    :param command: container command (default ``python3 -m MaxText.generate_param_only_checkpoint``).
-    :param arguments: container args (default: the config file and the settings above). A
+    :param maxtext_layout: where the image keeps MaxText: ``"current"`` (MaxText v0.2.0 and later,
+        the default: ``python3 -m maxtext.utils.generate_param_only_checkpoint
+        src/maxtext/configs/base.yml``) or ``"legacy"`` (older images: ``python3 -m
+        MaxText.generate_param_only_checkpoint MaxText/configs/base.yml``). Never guessed: the
+        wrong one fails in the pod with "No module named".
+    :param command: container command (default: the layout's ``python3 -m ...generate_param_only_checkpoint``).
+    :param arguments: container args (default: the layout's config file and the settings above). A
         replaced command line can use ``$(PATHWAYS_CONVERSION_SOURCE)``,
         ``$(PATHWAYS_CONVERSION_OUTPUT_DIR)`` and ``$(PATHWAYS_CONVERSION_RUN_NAME)``; it must
         still write the output where the result says, or the task fails.
@@ -133,6 +139,7 @@ class CheckpointConversionOperator(ClusterOperator):
         "run_name",
         "quantization",
         "image",
+        "maxtext_layout",
         "command",
         "arguments",
         "extra_arguments",
@@ -160,6 +167,7 @@ class CheckpointConversionOperator(ClusterOperator):
         quantization: str | None = None,
         force_unroll: bool = True,
         image: str = DEFAULT_IMAGE,
+        maxtext_layout: str = DEFAULT_LAYOUT,
         command: Sequence[str] | None = None,
         arguments: Sequence[str] | None = None,
         extra_arguments: Sequence[str] | None = None,
@@ -182,6 +190,7 @@ class CheckpointConversionOperator(ClusterOperator):
         self.quantization = quantization
         self.force_unroll = force_unroll
         self.image = image
+        self.maxtext_layout = maxtext_layout
         self.command = command
         self.arguments = arguments
         self.extra_arguments = extra_arguments
@@ -209,14 +218,8 @@ class CheckpointConversionOperator(ClusterOperator):
         }
 
     def _container_arguments(self) -> dict[str, Any]:
-        return {
-            "image": self.image,
-            "command": self.command,
-            "arguments": self.arguments,
-            "extra_arguments": self.extra_arguments,
-            "env": self.env,
-            "container_resources": self.container_resources,
-        }
+        names = ("image", "command", "arguments", "extra_arguments", "env", "container_resources")
+        return {"maxtext_layout_name": self.maxtext_layout, **{name: getattr(self, name) for name in names}}
 
     def validate(self, *, only_known: bool = False) -> None:
         """Raise ``InvalidWorkloadSpec`` for anything that must not run; with ``only_known``, templates wait."""

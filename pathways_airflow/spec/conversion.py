@@ -26,6 +26,7 @@ from pathways_airflow.checkpoints import (
 )
 from pathways_airflow.spec.arguments import namespace_problem, step_number, storage_dir_problem
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.maxtext import CURRENT, MaxTextLayout, maxtext_layout
 from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.spec.render import container_manifest as _render_container
 from pathways_airflow.spec.workload import MainContainer, is_dns_subdomain, optional_text, rendered_literal, string_mapping
@@ -35,8 +36,6 @@ from pathways_airflow.resources import JOB
 DEFAULT_IMAGE = "gcr.io/tpu-prod-env-multipod/maxtext_jax_stable:latest"
 """MaxText's published stable image. Pin a dated tag (or your own build) in production: the
 conversion must run the MaxText version that wrote the training checkpoint."""
-DEFAULT_COMMAND: tuple[str, ...] = ("python3", "-m", "MaxText.generate_param_only_checkpoint")
-DEFAULT_CONFIG = "MaxText/configs/base.yml"
 QUANTIZATIONS: tuple[str, ...] = ("int8",)
 OUTPUT_STEP = 0
 """``generate_param_only_checkpoint`` always saves its output as step 0."""
@@ -212,14 +211,16 @@ def resolve_conversion(
     return conversion
 
 
-def conversion_arguments(conversion: Conversion, extra: Sequence[str] = ()) -> list[str]:
-    """MaxText's arguments for ``generate_param_only_checkpoint``: config file, then ``key=value`` settings.
+def conversion_arguments(conversion: Conversion, extra: Sequence[str] = (), layout: MaxTextLayout = CURRENT) -> list[str]:
+    """MaxText's arguments for ``generate_param_only_checkpoint``: the layout's base config, then
+    ``key=value`` settings (maxtext ``src/maxtext/utils/generate_param_only_checkpoint.py`` reads
+    ``load_full_state_path`` and saves to ``<base_output_directory>/<run_name>/checkpoints``).
 
     ``async_checkpointing=false``: the program exits right after saving; an asynchronous save
     could still be in flight when the pod ends, leaving the output without its commit marker.
     """
     arguments = [
-        DEFAULT_CONFIG,
+        layout.base_config,
         f"base_output_directory={conversion.output_dir}",
         f"run_name={conversion.run_name}",
         f"load_full_state_path={conversion.source.items_uri}",
@@ -231,9 +232,9 @@ def conversion_arguments(conversion: Conversion, extra: Sequence[str] = ()) -> l
     return [*arguments, *extra]
 
 
-def conversion_command_line(conversion: Conversion, extra: Sequence[str] = ()) -> list[str]:
+def conversion_command_line(conversion: Conversion, extra: Sequence[str] = (), layout: MaxTextLayout = CURRENT) -> list[str]:
     """The whole default command line (``command`` + ``args`` of the Job's container)."""
-    return [*DEFAULT_COMMAND, *conversion_arguments(conversion, extra)]
+    return [*layout.convert_command, *conversion_arguments(conversion, extra, layout)]
 
 
 def conversion_env(conversion: Conversion, env: Any) -> Any:
@@ -262,9 +263,12 @@ def conversion_container(
     extra_arguments: Any = None,
     env: Any = None,
     container_resources: Any = None,
+    maxtext_layout_name: Any = CURRENT.name,
 ) -> MainContainer:
-    """The Job's one container, checked like a workload's main container (same messages)."""
-    problems: list[SpecProblem] = []
+    """The Job's one container, checked like a workload's main container (same messages); the
+    default command line is the MaxText layout's (:mod:`pathways_airflow.spec.maxtext`)."""
+    layout, problem = maxtext_layout(maxtext_layout_name)
+    problems: list[SpecProblem] = [problem] if problem else []
     extra = extra_arguments or ()
     if isinstance(extra, str) or not all(isinstance(item, str) for item in extra):
         reason = "must be a list of strings such as ['model_name=llama2-7b']"
@@ -274,8 +278,8 @@ def conversion_container(
         problems,
         image,
         CONTAINER_NAME,
-        list(DEFAULT_COMMAND) if command is None else command,
-        conversion_arguments(conversion, tuple(extra)) if arguments is None else arguments,
+        list(layout.convert_command) if command is None else command,
+        conversion_arguments(conversion, tuple(extra), layout) if arguments is None else arguments,
         conversion_env(conversion, env),
         container_resources,
         None,

@@ -165,6 +165,26 @@ def test_a_failing_conversion_reports_its_exit_code_and_log_and_leaves_no_job(pa
     assert not objects(bucket, f"{base}/serving")
 
 
+@pytest.mark.parametrize("layout", ["current", "legacy"])
+def test_each_maxtext_layout_converts_on_an_image_of_that_layout(pathways_cluster, bucket, base, layout):
+    source = save_step(bucket, f"{base}/train/checkpoints", 10)
+    task = converter(f"layout-{layout}", checkpoint=source, output_dir=f"gs://{BUCKET}/{base}/serving", maxtext_layout=layout,
+                     env={"PATHWAYS_TESTING_MAXTEXT_LAYOUT": layout})
+    module = "maxtext.utils.generate_param_only_checkpoint" if layout == "current" else "MaxText.generate_param_only_checkpoint"
+    assert task.container(task.conversion()).command == ("python3", "-m", module)
+    result = run(task)
+    assert result["step"] == 0 and "serving-step-10/checkpoints/0/commit_success.txt" in objects(bucket, f"{base}/serving")
+
+
+def test_the_legacy_module_on_a_current_image_fails_as_the_users_error_naming_the_module(pathways_cluster, bucket, base):
+    source = save_step(bucket, f"{base}/train/checkpoints", 10)
+    task = converter("layout-wrong", checkpoint=source, output_dir=f"gs://{BUCKET}/{base}/serving", maxtext_layout="legacy",
+                     env={"PATHWAYS_TESTING_MAXTEXT_LAYOUT": "current"})
+    with pytest.raises(UserCodeError, match="No module named 'MaxText'"):
+        run(task)
+    assert not live_jobs(pathways_cluster, "layout-wrong") and not objects(bucket, f"{base}/serving")
+
+
 def test_a_deferred_conversion_resumes_from_the_triggers_event(pathways_cluster, bucket, base):
     source = save_step(bucket, f"{base}/train/checkpoints", 10)
     task = converter("deferred", checkpoint=source, output_dir=f"gs://{BUCKET}/{base}/serving", deferrable=True)

@@ -15,7 +15,7 @@ import pytest
 from pathways_airflow.checkpoints import COMMIT_MARKER, METADATA_FILE
 from pathways_airflow_testing.clock import VirtualClock
 from pathways_airflow_testing.gcs import AsyncGcs, GcsEmulator
-from pathways_airflow_testing.programs import PROGRAMS, choose_program, program_name
+from pathways_airflow_testing.programs import MAXTEXT_LAYOUT_ENV, PROGRAMS, choose_program, missing_from_the_image, program_name
 from pathways_airflow_testing.programs.args import command_tokens, parse_params
 from pathways_airflow_testing.programs.base import ProgramContext
 from pathways_airflow_testing.programs.benchmark import METRIC_KEYS, copy_destination, percentile
@@ -436,11 +436,39 @@ def test_benchmark_fails_when_the_server_cannot_be_reached(emulator):
         ([], {}, f"{PATHWAYS_IMAGES}/proxy_server:latest", "idle"),
         (["python3", "serve.py", "base_output_directory=gs://b/jetstream"], {}, "python:3.11", "idle"),
         (["python3", "-m", "MaxText.train"], {"PATHWAYS_TESTING_PROGRAM": "Benchmark"}, "mt", "benchmark"),
+        (["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml"], {}, "maxtext", "training"),
+        (["python3", "-m", "maxtext.utils.generate_param_only_checkpoint", "src/maxtext/configs/base.yml"], {}, "", "conversion"),
     ],
 )
 def test_program_is_chosen_by_env_then_command_then_image(argv, env, image, expected):
     assert program_name(argv, env, image) == expected
     assert choose_program(argv, env, image) is PROGRAMS[expected]
+
+
+@pytest.mark.parametrize(
+    ("layout", "argv", "missing"),
+    [
+        ("current", ["python3", "-m", "MaxText.train", "MaxText/configs/base.yml"], "ModuleNotFoundError: No module named 'MaxText'"),
+        ("current", ["python3", "-m", "maxtext.trainers.pre_train.train", "MaxText/configs/base.yml"],
+         "FileNotFoundError: [Errno 2] No such file or directory: 'MaxText/configs/base.yml'"),
+        ("legacy", ["python3", "-m", "maxtext.utils.generate_param_only_checkpoint", "MaxText/configs/base.yml"],
+         "ModuleNotFoundError: No module named 'maxtext'"),
+        ("legacy", ["python3", "-m", "MaxText.generate_param_only_checkpoint", "MaxText/configs/base.yml"], None),
+        ("current", ["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml", "run_name=MaxText/x"], None),
+        ("", ["python3", "-m", "MaxText.train", "MaxText/configs/base.yml"], None),
+    ],
+)
+def test_an_image_of_one_maxtext_layout_has_nothing_of_the_other(emulator, layout, argv, missing):
+    env = {MAXTEXT_LAYOUT_ENV: layout}
+    assert missing_from_the_image(argv, env) == missing
+
+    async def scenario(gcs: RecordingGcs):
+        box = container(gcs, argv, env)
+        assert await choose_program(argv, env, "maxtext")(box.context) == 1
+        assert box.lines_with(missing)
+
+    if missing:
+        on_loop(emulator, scenario)
 
 
 def test_an_unknown_program_name_and_exit_n_run_as_documented(emulator):

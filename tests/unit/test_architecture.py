@@ -159,7 +159,7 @@ BEHAVIOUR_ALLOWANCES = {
     # any task here, and every step of it is an act on a decision made in state.outcome.
     "operators.workload.PathwaysJobOperator": 293,
     # Reuse check, commit check, create or re-attach, wait, verify the output's commit marker.
-    "operators.conversion.CheckpointConversionOperator": 250,
+    "operators.conversion.CheckpointConversionOperator": 244,
     # Create the server, wait until it serves (crashes, startup timeout), tear it down in order.
     "operators.inference._JetStreamServerOperator": 260,
     # Its Job: create or adopt, wait here or deferred, read the result, and the server's teardown.

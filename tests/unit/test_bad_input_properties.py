@@ -495,7 +495,7 @@ def test_conversion_operator_renders_a_valid_job_or_names_the_bad_parameter(chan
     )
     if manifests and "command" not in changes and "arguments" not in changes:
         container = manifests[0]["spec"]["template"]["spec"]["containers"][0]
-        assert container["command"][:3] == ["python3", "-m", "MaxText.generate_param_only_checkpoint"]
+        assert container["command"][:3] == ["python3", "-m", "maxtext.utils.generate_param_only_checkpoint"]
 
 
 # --- InferenceBenchmarkOperator, Deploy, Teardown --------------------------------------------------

@@ -30,6 +30,7 @@ from pathways_airflow.spec.conversion import (
     reuse_decision,
 )
 from pathways_airflow.spec import InvalidWorkloadSpec, TaskIdentity
+from pathways_airflow.spec.maxtext import LEGACY
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow_testing.programs import program_name
 from pathways_airflow_testing.programs.conversion import ConversionPlan
@@ -105,13 +106,22 @@ def test_an_output_that_would_delete_the_training_checkpoints_is_refused():
 # --- what runs ---------------------------------------------------------------------------------------
 
 
-def test_the_default_command_line_is_maxtexts():
-    assert conversion_command_line(conversion()) == [
-        "python3", "-m", "MaxText.generate_param_only_checkpoint", "MaxText/configs/base.yml",
+def test_the_default_command_line_is_current_maxtexts_and_the_legacy_layout_is_one_word_away():
+    settings = [
         "base_output_directory=gs://serving/out", "run_name=serving-step-10",
         "load_full_state_path=gs://ckpt/runs/train/checkpoints/10/items", "force_unroll=true",
         "async_checkpointing=false",
     ]
+    assert conversion_command_line(conversion()) == [
+        "python3", "-m", "maxtext.utils.generate_param_only_checkpoint", "src/maxtext/configs/base.yml", *settings,
+    ]
+    assert conversion_command_line(conversion(), layout=LEGACY) == [
+        "python3", "-m", "MaxText.generate_param_only_checkpoint", "MaxText/configs/base.yml", *settings,
+    ]
+    legacy = conversion_container(conversion(), image="maxtext", maxtext_layout_name="legacy")
+    assert legacy.command == ("python3", "-m", "MaxText.generate_param_only_checkpoint") and legacy.args[0] == "MaxText/configs/base.yml"
+    with pytest.raises(InvalidWorkloadSpec, match="maxtext_layout.*'current' \\(MaxText v0.2.0 and later\\) or 'legacy'"):
+        conversion_container(conversion(), image="maxtext", maxtext_layout_name="new")
     quantized = conversion_command_line(conversion(quantization="int8", force_unroll=False, run_name="r"), ["model_name=llama2-7b"])
     assert quantized[4:] == [
         "base_output_directory=gs://serving/out", "run_name=r",

@@ -29,7 +29,7 @@ with DAG(
         pathways_dir="gs://pathways-demo/tmp",
         image="maxtext:latest",
         command=[
-            "python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+            "python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
             "base_output_directory=gs://pathways-demo/deployment", f"run_name={RUN}",
             "steps={{ params.steps }}", "checkpoint_period=10",
         ],

@@ -9,7 +9,7 @@ from airflow.sdk import DAG, Param
 from pathways_airflow.operators import PathwaysJobOperator
 
 COMMAND = [
-    "python3", "-m", "MaxText.train", "MaxText/configs/base.yml",
+    "python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
     "base_output_directory=gs://pathways-demo/e2e", "run_name={{ run_id | replace(':', '-') | replace('+', '-') }}",
     "steps={{ params.steps }}", "checkpoint_period=10",
 ]

@@ -11,7 +11,8 @@ this order (the first that matches wins):
    ``key=value`` settings, ``--flags`` or ``gs://`` paths:
 
    * ``generate_param_only_checkpoint`` (module or script) → ``conversion``
-   * ``MaxText.train`` (any ``*.train`` module) or a ``train.py`` script → ``training``
+   * ``maxtext.trainers.pre_train.train`` or ``MaxText.train`` (any ``*.train`` module) or a
+     ``train.py`` script → ``training``
    * ``benchmark_serving`` → ``benchmark``
    * ``maxengine_server`` or anything with ``jetstream`` in it → ``jetstream``
    * ``exit N`` → ``exit`` with code ``N``
@@ -21,6 +22,10 @@ this order (the first that matches wins):
    port 8000); any other image with ``jetstream`` or ``maxengine`` in its name, as the ``jax-tpu``
    container of Google's JetStream-on-Pathways manifests → ``jetstream``.
 4. Anything else → ``idle``: it logs one line and runs until stopped.
+
+Both MaxText layouts run, unless ``PATHWAYS_TESTING_MAXTEXT_LAYOUT`` (``current`` or ``legacy``)
+makes the image hold one only: then a training or conversion command naming a module or config
+file of the other layout fails as Python does ("No module named", "No such file or directory").
 
 What each stand-in reads from its command line and its ``PATHWAYS_TESTING_*`` knobs is in the
 docstring of its module: ``training``, ``conversion``, ``jetstream``, ``benchmark``, ``idle``.
@@ -36,6 +41,14 @@ from pathways_airflow_testing.programs.args import command_tokens, exit_code_in
 from pathways_airflow_testing.programs.base import Program, ProgramContext
 
 PROGRAM_ENV = "PATHWAYS_TESTING_PROGRAM"
+MAXTEXT_LAYOUT_ENV = "PATHWAYS_TESTING_MAXTEXT_LAYOUT"
+_MAXTEXT_LAYOUTS = {
+    # maxtext v0.2.0+: the package under src/maxtext/ of the image's /deps
+    # (src/dependencies/dockerfiles/maxtext_runner.Dockerfile), modules maxtext.*
+    "current": ("maxtext.", "src/maxtext/"),
+    # images built before it: the MaxText/ package, modules MaxText.*
+    "legacy": ("MaxText.", "MaxText/"),
+}
 
 PROGRAMS: Mapping[str, Program] = {
     "training": training.run,
@@ -79,9 +92,38 @@ def program_name(argv: list[str], env: Mapping[str, str], image: str) -> str:
 def choose_program(argv: list[str], env: Mapping[str, str], image: str) -> Program:
     """The stand-in a container runs; see the module docstring for the rules."""
     name = program_name(argv, env, image)
+    if name in ("training", "conversion"):
+        missing = missing_from_the_image(argv, env)
+        if missing:
+            return _python_error(missing)
     if name in PROGRAMS:
         return PROGRAMS[name]
     return _misconfigured(name)
+
+
+def missing_from_the_image(argv: list[str], env: Mapping[str, str]) -> str | None:
+    """With ``PATHWAYS_TESTING_MAXTEXT_LAYOUT`` (``current`` or ``legacy``) the image holds one
+    MaxText layout only, as a real one does: a module or a config file of the other layout is
+    Python's error. Without it, both layouts run."""
+    layout = (env.get(MAXTEXT_LAYOUT_ENV) or "").strip()
+    if layout not in _MAXTEXT_LAYOUTS:
+        return None
+    other_module, other_dir = next(held for name, held in _MAXTEXT_LAYOUTS.items() if name != layout)
+    for word in filter(_is_program_word, command_tokens(argv, env)):
+        if word.startswith(other_module) and "/" not in word:
+            return f"ModuleNotFoundError: No module named '{word.split('.', 1)[0]}'"
+        if word.startswith(other_dir):
+            return f"FileNotFoundError: [Errno 2] No such file or directory: '{word}'"
+    return None
+
+
+def _python_error(message: str) -> Program:
+    async def fail(ctx: ProgramContext) -> int:
+        ctx.log("Traceback (most recent call last):")
+        ctx.log(message)
+        return 1
+
+    return fail
 
 
 def _is_program_word(token: str) -> bool:
@@ -120,4 +162,4 @@ def _misconfigured(name: str) -> Program:
     return explain
 
 
-__all__ = ["PROGRAMS", "PROGRAM_ENV", "choose_program", "program_name"]
+__all__ = ["MAXTEXT_LAYOUT_ENV", "PROGRAMS", "PROGRAM_ENV", "choose_program", "missing_from_the_image", "program_name"]

@@ -20,7 +20,12 @@ kept wherever the team looks, one entry per run::
                "metrics": {"request_throughput": 12.5, "p99_ttft_ms": 210.0, ...},
                "checkpoint": "gs://bucket/serving/checkpoints/0",
                "labels": {"model": "llama2-70b"},
+               "engine": "jetstream",
                "regressions": []}]}
+
+A run is only ever compared with runs of the same serving engine (``engine``): the same
+checkpoint served by another engine is another baseline, and a switch of engine must not read as
+a regression or hide one. Runs recorded without an engine were JetStream's, the only one then.
 
 Which way is better follows the metric's name, as ``benchmark_serving.py`` names them:
 ``*_ms`` (latencies) are better lower, ``*_throughput`` better higher. Anything else has no
@@ -39,6 +44,9 @@ from typing import Any
 HISTORY_VERSION = 1
 HIGHER = "higher"
 LOWER = "lower"
+
+DEFAULT_ENGINE = "jetstream"
+"""The engine of a run whose record or metrics name none."""
 
 DEFAULT_WATCHED_METRICS: tuple[str, ...] = (
     "request_throughput",
@@ -97,6 +105,7 @@ class Run:
     checkpoint: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     regressions: tuple[str, ...] = ()
+    engine: str = DEFAULT_ENGINE
 
     @property
     def regressed(self) -> bool:
@@ -109,6 +118,7 @@ class Run:
             "metrics": dict(self.metrics),
             "checkpoint": self.checkpoint,
             "labels": dict(self.labels),
+            "engine": self.engine,
             "regressions": list(self.regressions),
         }
 
@@ -159,6 +169,9 @@ def _run_from(index: int, entry: Any) -> Run:
     regressions = entry.get("regressions", [])
     if not isinstance(regressions, list) or not all(isinstance(m, str) for m in regressions):
         raise ValueError(f"history {where}.regressions={regressions!r}: must be a list of metric names")
+    engine = entry.get("engine", DEFAULT_ENGINE)
+    if not isinstance(engine, str) or not engine:
+        raise ValueError(f"history {where}.engine={engine!r}: must be the serving engine's name")
     return Run(
         run_id=run_id,
         recorded_at=recorded_at,
@@ -166,6 +179,7 @@ def _run_from(index: int, entry: Any) -> Run:
         checkpoint=checkpoint,
         labels=dict(labels),
         regressions=tuple(regressions),
+        engine=engine,
     )
 
 
@@ -324,16 +338,18 @@ def _change_pct(current: float, baseline: float) -> float | None:
     return (current - baseline) / abs(baseline) * 100.0
 
 
-def baseline_values(history: History, metric: str, *, window: int, exclude_run_id: str | None = None) -> list[float]:
+def baseline_values(
+    history: History, metric: str, *, window: int, exclude_run_id: str | None = None, engine: str = DEFAULT_ENGINE
+) -> list[float]:
     """The values the baseline of ``metric`` is the median of: newest ``window`` eligible runs, oldest first.
 
-    Eligible: recorded before (not under ``exclude_run_id``), not flagged as regressed, and
-    holding the metric.
+    Eligible: recorded before (not under ``exclude_run_id``), served by the same ``engine``, not
+    flagged as regressed, and holding the metric.
     """
     eligible = [
         run.metrics[metric]
         for run in history.runs
-        if run.run_id != exclude_run_id and not run.regressed and metric in run.metrics
+        if run.run_id != exclude_run_id and run.engine == engine and not run.regressed and metric in run.metrics
     ]
     return eligible[-window:] if window else []
 
@@ -366,13 +382,15 @@ def compare(
     window: int = DEFAULT_WINDOW,
     min_runs: int = DEFAULT_MIN_RUNS,
     run_id: str | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> Comparison:
     """Compare this run's ``metrics`` with the baseline each watched metric has in ``history``.
 
     A metric regresses when it is worse than its baseline (the median over the newest ``window``
     earlier, unflagged runs that have it) by more than its threshold: ``thresholds[metric]`` if
-    given, else ``threshold_pct``. With fewer than ``min_runs`` such runs it has "no baseline
-    yet" and cannot regress: the first nights establish the history. ``run_id`` (this run's) is
+    given, else ``threshold_pct``. Only runs of the same serving ``engine`` count. With fewer than
+    ``min_runs`` such runs it has "no baseline yet" and cannot regress: the first nights (and the
+    first nights after a change of engine) establish the history. ``run_id`` (this run's) is
     left out of its own baseline, so a retry compares against the same runs as the first try.
 
     Raises ``ValueError`` for a watched metric missing from ``metrics`` (or not a number), a
@@ -403,7 +421,7 @@ def compare(
         _row(
             name,
             float(metrics[name]),
-            baseline_values(history, name, window=window, exclude_run_id=run_id),
+            baseline_values(history, name, window=window, exclude_run_id=run_id, engine=engine),
             float(overrides.get(name, default_threshold)),
             min_runs,
         )
@@ -420,6 +438,7 @@ def run_record(
     recorded_at: str,
     checkpoint: str | None = None,
     labels: Mapping[str, str] | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> Run:
     """The entry this run adds to the history, flagged with the metrics that regressed."""
     return Run(
@@ -429,6 +448,7 @@ def run_record(
         checkpoint=checkpoint,
         labels=dict(labels or {}),
         regressions=comparison.regressions,
+        engine=engine,
     )
 
 
@@ -521,7 +541,7 @@ def report_markdown(comparison: Comparison, history: History, *, title: str, plo
     run = history.find(comparison.run_id) if comparison.run_id else None
     lines = [f"# {title}", "", f"**{verdict(comparison)}**", ""]
     if run is not None:
-        about = [f"Run `{run.run_id}`, recorded at {run.recorded_at}"]
+        about = [f"Run `{run.run_id}`, recorded at {run.recorded_at}", f"served by {run.engine} (compared with its runs only)"]
         if run.checkpoint:
             about.append(f"checkpoint `{run.checkpoint}`")
         if run.labels:

@@ -64,13 +64,7 @@ from pathways_airflow.state.serving import (
     server_timed_out,
 )
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import (
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    TASK_KEY_LABEL,
-    TaskIdentity,
-    check_name_prefix,
-)
+from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity, check_name_prefix
 from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
     DEFAULT_BENCHMARK_SCRIPT,
@@ -88,6 +82,7 @@ from pathways_airflow.spec.serving import (
     DEFAULT_HTTP_IMAGE,
     DEFAULT_SERVER_IMAGE,
     DEFAULT_STARTUP_SECONDS,
+    ENGINE,
     GRPC_PORT,
     HEALTH_PATH,
     HTTP_PORT,
@@ -785,7 +780,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             if lines:
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
-        return {**self._read_result(result_uri), "result_uri": result_uri}
+        return {**self._read_result(result_uri), "result_uri": result_uri, "engine": ENGINE}
 
     def _read_result(self, result_uri: str) -> dict[str, Any]:
         client = storage_client(self.gcp_conn_id)

@@ -86,7 +86,9 @@ class BenchmarkRegressionOperator(BaseOperator):
     """Record an inference benchmark run in a GCS history, compare it with recent runs, and fail on a regression.
 
     :param metrics: the metrics ``InferenceBenchmarkOperator`` returns (pass its ``.output``); a
-        dict, or the JSON / Python-literal string a template renders it to.
+        dict, or the JSON / Python-literal string a template renders it to. Its ``engine`` (the
+        serving engine; JetStream when absent) is recorded, and runs are compared only with runs
+        of the same engine.
     :param history_uri: ``gs://BUCKET/PATH/history.json``: the history object (created on the first run).
     :param report_dir: where ``report.md`` and ``history.png`` go: a ``gs://`` prefix or an absolute
         local directory (default ``<history's directory>/reports/<run_id>``).
@@ -263,6 +265,7 @@ class BenchmarkRegressionOperator(BaseOperator):
                         recorded_at=when,
                         checkpoint=check.checkpoint,
                         labels=check.labels,
+                        engine=check.engine,
                     )
                     updated = with_run(stored.history, record, keep=check.keep)
                     self._write_history(client, check.history_uri, updated, stored.generation)

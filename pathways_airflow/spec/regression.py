@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathways_airflow.benchmark_history import (
+    DEFAULT_ENGINE,
     DEFAULT_KEEP,
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD_PCT,
@@ -59,6 +60,12 @@ class RegressionCheck:
     labels: Mapping[str, str] = field(default_factory=dict)
     fail_on_regression: bool = True
 
+    @property
+    def engine(self) -> str:
+        """The serving engine the metrics came from (the benchmark's result names it)."""
+        named = self.metrics.get("engine")
+        return named if isinstance(named, str) and named else DEFAULT_ENGINE
+
     def compare(self, history: History, run_id: str) -> Comparison:
         return compare(
             self.metrics,
@@ -69,6 +76,7 @@ class RegressionCheck:
             window=self.window,
             min_runs=self.min_runs,
             run_id=run_id,
+            engine=self.engine,
         )
 
 

@@ -77,7 +77,10 @@ LEADER_CONTAINERS = ("pathways-proxy", "pathways-rm", SERVER_CONTAINER, HTTP_CON
 
 DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
 DEFAULT_HTTP_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
+ENGINE = "jetstream"
+"""The serving engine this module deploys, as recorded with each benchmark's metrics."""
 DEFAULT_CONFIG = "MaxText/configs/base.yml"
+"""The config path in JetStream's MaxText images (archived with JetStream: they keep the legacy layout)."""
 DEFAULT_STARTUP_SECONDS = 1800
 """A 405B model restores in 7–20 minutes; 30 minutes covers it with room for scheduling."""
 

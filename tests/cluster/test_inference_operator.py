@@ -129,7 +129,7 @@ def test_benchmark_returns_every_metric_and_leaves_nothing(pathways_cluster, che
         and result["p99_ttft_ms"] >= result["median_ttft_ms"] > 0
     )
     name = serving_names(identity).lws
-    assert result["result_uri"] == f"gs://{BUCKET}/inference-tests/results/{name}.json"
+    assert result["result_uri"] == f"gs://{BUCKET}/inference-tests/results/{name}.json" and result["engine"] == "jetstream"
     saved = json.loads(bucket.blob(f"inference-tests/results/{name}.json").download_as_bytes())
     assert saved["metrics"]["completed"] == 6 and saved["dimensions"]["server"] == f"{name}-svc:9000"
     assert leftovers(pathways_cluster, identity) == []  # the operator waited for the pods to go

@@ -44,7 +44,7 @@ MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
     # Three operators (deploy, benchmark, teardown) and their shared server base: every decision
     # is in spec.serving/spec.benchmark/state.serving, what is left is their acts, in one place.
-    "operators.inference": 950,
+    "operators.inference": 945,
     # One state machine over PathwaysJob, JobSet, pods and Kueue; splitting it would split a rule.
     # It also holds has_reached, the one "has the sensor's phase been reached" for sensor and trigger.
     "state.status": 640,

@@ -283,8 +283,27 @@ def test_the_document_round_trips_through_json():
     history = history_of(night(1), night(2, ("p99_ttft_ms",)))
     document = json.loads(json.dumps(to_document(history)))
     assert document["version"] == 1 and document["runs"][1]["regressions"] == ["p99_ttft_ms"]
-    assert set(document["runs"][0]) == {"run_id", "recorded_at", "metrics", "checkpoint", "labels", "regressions"}
+    assert set(document["runs"][0]) == {"run_id", "recorded_at", "metrics", "checkpoint", "labels", "engine", "regressions"}
     assert history_from(document) == history
+
+
+def test_a_run_is_compared_only_with_runs_of_its_own_engine():
+    """Runs recorded before engines were recorded were JetStream's; a vLLM night starts its own
+    baseline, and a JetStream night after it still compares with JetStream's."""
+    old = to_document(history_of(night(1), night(2)))
+    for run in old["runs"]:
+        del run["engine"]
+    history = history_from(old)
+    assert {run.engine for run in history.runs} == {"jetstream"}
+    slower = {**TONIGHT, "p99_ttft_ms": TONIGHT["p99_ttft_ms"] * 3}
+    first_vllm = compare(slower, history, run_id="vllm-1", engine="vllm")
+    assert not first_vllm.regressed and {row.status for row in first_vllm.rows} == {"no baseline yet"}
+    history = with_run(history, run_record(first_vllm, slower, run_id="vllm-1", recorded_at="2025-06-03T00:00:00+00:00", engine="vllm"), keep=10)
+    assert history_from(json.loads(json.dumps(to_document(history)))).find("vllm-1").engine == "vllm"
+    assert compare(slower, history, run_id="jetstream-3").regressions == ("p99_ttft_ms",), "JetStream's baseline is still JetStream's"
+    assert not compare(slower, history, run_id="vllm-2", engine="vllm").regressed, "vLLM's is the vLLM night's"
+    with pytest.raises(ValueError, match="engine=''"):
+        history_from({"version": 1, "runs": [{**old["runs"][0], "engine": ""}]})
 
 
 def test_no_document_is_an_empty_history_and_optional_fields_may_be_left_out():
@@ -338,7 +357,10 @@ def test_the_report_has_the_verdict_the_table_the_history_length_and_the_plot():
     lines = report.splitlines()
     assert lines[0] == "# Nightly llama2-7b"
     assert "**REGRESSION in p99_ttft_ms (+31.2% vs baseline, threshold 10%)**" in lines
-    assert "Run `scheduled__2025-06-04T00:00:00+00:00`, recorded at 2025-06-04T00:00:00+00:00; checkpoint `gs://s/0`." in lines
+    assert (
+        "Run `scheduled__2025-06-04T00:00:00+00:00`, recorded at 2025-06-04T00:00:00+00:00; served by jetstream "
+        "(compared with its runs only); checkpoint `gs://s/0`."
+    ) in lines
     assert "| metric | this run | baseline (median of 3) | change | threshold | status |" in lines
     assert "| p99_ttft_ms (↓ better) | 393.6 | 300.0 | +31.2% | 10% | **REGRESSED** |" in lines
     assert "| request_throughput (↑ better) | 12.0 | 12.0 | +0.0% | 10% | ok |" in lines

@@ -12,12 +12,17 @@ them started (the pods' ``status.startTime``, on the API server's clock, as the 
 One of those nodes that is gone, was re-created, is disrupted now, or whose ``Ready`` condition
 changed after the workers started is evidence that the slice failed under the workload, and the
 failure is not read as the user's bug.
+
+An attempt no trigger saw run (every look failed during an API outage, or its triggers were
+replaced while it ran) has no such record. On the ``pathwaysjob`` backend, whose failures no
+policy sorts, the scheduler's ``Scheduled`` events, which outlive the pods (an hour, by
+default), say the same: where each worker pod was bound, and when (:func:`scheduled_workers`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
@@ -62,17 +67,24 @@ def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list
     return to_the_second(data["since"]), [str(n) for n in data["nodes"]]
 
 
-def went_down_under_it(workload: Mapping[str, Any] | None, restart: int | None, nodes: Iterable[Mapping[str, Any]] | None) -> Classification | None:
+def went_down_under_it(
+    workload: Mapping[str, Any] | None,
+    restart: int | None,
+    nodes: Iterable[Mapping[str, Any]] | None,
+    scheduled: Sequence[tuple[str, str]] = (),
+) -> Classification | None:
     """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
-    does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown."""
+    does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown.
+    Without a trigger's record, each node the scheduler bound a worker to, from the time it did
+    (:func:`scheduled_workers`)."""
     recorded = _ran_on(workload or {}, restart)
-    if recorded is None or nodes is None:
+    bindings = [(recorded[0], name) for name in recorded[1]] if recorded else list(scheduled)
+    if not bindings or nodes is None:
         return None
-    since, names = recorded
     by_name = {_meta(n).get("name"): n for n in nodes}
     evidence = []
     verdict = Verdict.SLICE_FAILURE
-    for name in names:
+    for since, name in bindings:
         node = by_name.get(name)
         now = node_disruption(node)
         ready = condition(node, "Ready") if node is not None else None
@@ -83,4 +95,29 @@ def went_down_under_it(workload: Mapping[str, Any] | None, restart: int | None, 
             evidence.append(f"node {name} it ran on was re-created at {_meta(node)['creationTimestamp']}, after its workers started ({since})")
         elif ready is not None and to_the_second(ready.get("lastTransitionTime")) > since:
             evidence.append(f"node {name} it ran on went down and came back (Ready since {ready['lastTransitionTime']}) after its workers started ({since})")
-    return Classification(verdict, tuple(evidence[:3])) if evidence else None
+    return Classification(verdict, tuple(dict.fromkeys(evidence))[:3]) if evidence else None
+
+
+SCHEDULED_REASON = "Scheduled"
+"""kube-scheduler's event on binding a pod (kubernetes pkg/scheduler/schedule_one.go):
+reason ``Scheduled``, message ``Successfully assigned <namespace>/<pod> to <node>``."""
+_ASSIGNED = " to "
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    return to_the_second(event.get("eventTime") or event.get("lastTimestamp") or event.get("firstTimestamp"))
+
+
+def scheduled_workers(events: Iterable[Mapping[str, Any]], jobset: str) -> list[tuple[str, str]]:
+    """When and to which node the scheduler bound each worker pod of ``jobset`` (its events), so a
+    node that went down after a worker was bound there counts. A pod the Job controller bound in
+    place of a lost one is on a healthy node; the lost one's binding is what tells the story.
+    """
+    prefix = f"{jobset}-{WORKER_JOB}-"
+    bindings = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        pod, message = str(involved.get("name") or ""), str(event.get("message") or "")
+        if event.get("reason") == SCHEDULED_REASON and involved.get("kind") == "Pod" and pod.startswith(prefix) and _ASSIGNED in message:
+            bindings.append((_event_time(event), message.rsplit(_ASSIGNED, 1)[1].strip()))
+    return sorted(set(bindings))[-MAX_NODES:]

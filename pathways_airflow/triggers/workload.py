@@ -26,7 +26,7 @@ from pathways_airflow.state.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState, kueue_workload_of
 from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
 from pathways_airflow.state.progress import last_completed_step
-from pathways_airflow.state.ran_on import went_down_under_it, where_workers_run
+from pathways_airflow.state.ran_on import SCHEDULED_REASON, scheduled_workers, went_down_under_it, where_workers_run
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
 from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
 from pathways_airflow.state.status import (
@@ -396,10 +396,23 @@ class PathwaysJobTrigger(KillableTrigger):
         jobset = observation.jobset
         if jobset is not None and attempt != current_attempt(observation):
             jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
-        recorded = disruption_seen(_top(observation), attempt) or went_down_under_it(_top(observation), attempt, nodes)
+        top = _top(observation)
+        recorded = disruption_seen(top, attempt) or went_down_under_it(top, attempt, nodes)
+        if recorded is None and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
+            recorded = went_down_under_it(None, attempt, nodes, await self._where_workers_were_scheduled())
         return classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
         )
+
+    async def _where_workers_were_scheduled(self) -> list[tuple[str, str]]:
+        """From the scheduler's events, when and where this workload's workers were bound (for an
+        attempt no trigger saw run: :func:`~pathways_airflow.state.ran_on.scheduled_workers`)."""
+        try:
+            events = await AsyncPathwaysHook(self.cluster).list(EVENT, self.namespace, field_selector=f"reason={SCHEDULED_REASON}")
+        except Exception as error:  # evidence for a disruption only: without it the other rules still judge
+            self.log.info("%s/%s: could not read the scheduler's events (%s)", self.namespace, self.name, describe(error))
+            return []
+        return scheduled_workers(events.get("items") or [], self.name)
 
     async def _record_where_workers_run(self, observation: Observation) -> None:
         """Write once per attempt the nodes its workers run on: if the slice fails and heals while

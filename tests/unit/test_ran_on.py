@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it, where_workers_run
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, scheduled_workers, went_down_under_it, where_workers_run
 from pathways_airflow.state.verdicts import verdict_after_the_fact
 
 STARTED = "2026-11-24T03:10:05Z"
@@ -72,3 +72,48 @@ def test_a_failure_nobody_watched_on_a_slice_that_healed_is_not_the_users_bug():
     assert verdict_after_the_fact(failed_pathwaysjob(notes), healed).verdict is Verdict.SLICE_FAILURE
     assert verdict_after_the_fact(failed_pathwaysjob(notes), [node("node-a")]).verdict is Verdict.USER_ERROR
     assert verdict_after_the_fact(failed_pathwaysjob({}), healed).verdict is Verdict.USER_ERROR, "without the record, as before"
+
+
+def scheduled(pod_name: str, node_name: str, when: str) -> dict:
+    """A ``Scheduled`` event as kube-scheduler records it (events.k8s.io/v1, read through core/v1)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod_name}.18a1f2c3d4e5f607", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": pod_name, "apiVersion": "v1"},
+        "reason": "Scheduled",
+        "message": f"Successfully assigned default/{pod_name} to {node_name}",
+        "type": "Normal",
+        "eventTime": f"{when[:-1]}.412345Z",
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "reportingComponent": "default-scheduler",
+    }
+
+
+def test_an_attempt_nobody_saw_run_is_told_by_where_the_scheduler_bound_its_workers():
+    """Seed 91042: every look of the attempt's triggers failed (500s, replaced triggers, an API
+    outage) while its slice was lost; the Job controller bound replacements on another slice
+    before the head failed. The scheduler's events still say where each worker was bound, and when."""
+    events = [
+        scheduled("train-worker-0-0-bbbbb", "gke-tpu-1-0", "2026-11-24T03:10:02Z"),
+        scheduled("train-worker-0-1-ccccc", "gke-tpu-1-1", "2026-11-24T03:10:03Z"),
+        scheduled("train-worker-0-0-ggggg", "gke-tpu-2-0", "2026-11-24T03:12:30Z"),  # the replacements
+        scheduled("train-worker-0-1-hhhhh", "gke-tpu-2-1", "2026-11-24T03:12:30Z"),
+        scheduled("train-pathways-head-0-0-ddddd", "gke-cpu-0", "2026-11-24T03:10:01Z"),
+        scheduled("other-worker-0-0-eeeee", "gke-tpu-3-0", "2026-11-24T03:10:04Z"),
+        {**scheduled("train-worker-0-1-fffff", "gke-tpu-3-1", "2026-11-24T03:10:09Z"), "reason": "FailedScheduling"},
+    ]
+    bindings = scheduled_workers(events, "train")
+    assert bindings == [
+        ("2026-11-24T03:10:02", "gke-tpu-1-0"), ("2026-11-24T03:10:03", "gke-tpu-1-1"),
+        ("2026-11-24T03:12:30", "gke-tpu-2-0"), ("2026-11-24T03:12:30", "gke-tpu-2-1"),
+    ]
+    healthy = [node("gke-tpu-2-0"), node("gke-tpu-2-1")]
+    healed = [node("gke-tpu-1-0", ready_since="2026-11-24T03:14:00Z"), node("gke-tpu-1-1", ready_since="2026-11-24T03:14:00Z"), *healthy]
+    lost = went_down_under_it(None, None, healed, bindings)
+    assert lost is not None and lost.verdict is Verdict.SLICE_FAILURE and "gke-tpu-1-0" in lost.evidence[0]
+    # a slice that went down before the workers were bound there says nothing of them
+    early = [node("gke-tpu-1-0", ready_since="2026-11-24T03:05:00Z"), node("gke-tpu-1-1", ready_since="2026-11-24T03:05:00Z"), *healthy]
+    assert went_down_under_it(None, None, early, bindings) is None
+    assert scheduled_workers(events, "nothing") == []

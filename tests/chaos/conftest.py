@@ -2,7 +2,8 @@
 
 ``--chaos-scenarios N`` (or ``$PATHWAYS_CHAOS_SCENARIOS``; default 50) scenarios run, seeds
 ``base, base+1, …`` from ``--chaos-base-seed`` (or ``$PATHWAYS_CHAOS_BASE_SEED``; fixed, so CI
-runs are reproducible); ``--chaos-seed S`` replays one. The summary (scenarios run, invariant
+runs are reproducible); ``--chaos-seed S`` replays one. The default run (no range given) also
+runs :data:`REGRESSION_SEEDS`. The summary (scenarios run, invariant
 violations, extra time lost per disruption) goes to ``$PATHWAYS_CHAOS_REPORT`` (default
 ``chaos-report.json`` under pytest's base temp directory) and is printed at the end.
 """
@@ -35,7 +36,17 @@ def chaos_seeds(config: pytest.Config) -> list[int]:
         return list(replay)
     count = config.getoption("--chaos-scenarios") or int(os.environ.get("PATHWAYS_CHAOS_SCENARIOS") or DEFAULT_SCENARIOS)
     base = config.getoption("--chaos-base-seed") or int(os.environ.get("PATHWAYS_CHAOS_BASE_SEED") or DEFAULT_BASE_SEED)
-    return [base + i for i in range(count)]
+    chosen = [base + i for i in range(count)]
+    default_run = (count, base) == (DEFAULT_SCENARIOS, DEFAULT_BASE_SEED)
+    return chosen + [seed for seed in REGRESSION_SEEDS if seed not in chosen] if default_run else chosen
+
+
+REGRESSION_SEEDS: tuple[int, ...] = (91003, 91052, 91064, 91137, 78028, 91042)
+"""Seeds from ranges CI does not run that once broke an invariant, each fixed since: a user's bug
+resubmitted after a re-created trigger found its head pod gone (91003, 91064), after it struck
+while no trigger watched and only the JobSet's condition said so (91052, 91137), or after the
+JobSet's policy failed it with no pod left and the worker crashed before acting (78028); a
+PathwaysJob attempt nobody saw run read as a bug when its slice was lost (91042)."""
 
 
 KNOWN_VIOLATIONS: dict[int, str] = {}

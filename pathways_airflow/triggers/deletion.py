@@ -107,7 +107,7 @@ async def delete_outliving_the_caller(
         return await asyncio.wait_for(asyncio.shield(task), timeout=wait)
     except asyncio.TimeoutError:
         log.warning(
-            "%s %s/%s is not deleted yet (the API is slow or failing): the delete goes on in the background for up to %.0f min",
+            "%s %s/%s is not gone yet (the API is slow or failing, or its pods are still stopping): the delete goes on in the background for up to %.0f min",
             resource.kind, namespace, name, GIVE_UP_AFTER_SECONDS / 60,
         )
         return False

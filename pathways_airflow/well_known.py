@@ -20,6 +20,11 @@ RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
+
+def jobset_selector(jobset: str) -> str:
+    """The label selector of everything a JobSet made, Jobs and pods (a PathwaysJob's JobSet has its name)."""
+    return f"{JOBSET_NAME}={jobset}"
+
 # kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go (SetNameLabelKey,
 # WorkerIndexLabelKey, ExclusiveKeyAnnotationKey).
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"

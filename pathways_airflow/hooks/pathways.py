@@ -290,7 +290,7 @@ class PathwaysHook(BaseHook):
 
         pathwaysjob = self.get(PATHWAYSJOB, namespace, name) if backend == "pathwaysjob" else None
         jobset = self.get(JOBSET, namespace, name)
-        pods = self.list(POD, namespace, label_selector=f"{well_known.JOBSET_NAME}={name}") if jobset else []
+        pods = self.list(POD, namespace, label_selector=well_known.jobset_selector(name)) if jobset else []
         kueue = None
         if jobset is not None:
             uid = jobset["metadata"].get("uid", "")

@@ -24,12 +24,7 @@ collector's lateness is noticed after the pods' grace period, which training pod
 checkpoint on SIGTERM set to a few minutes."""
 
 
-def chain_selector(workload: str) -> str:
-    """The label every Job and pod of the workload's JobSet carries (a PathwaysJob's JobSet has its name)."""
-    return f"{well_known.JOBSET_NAME}={workload}"
-
-
-def _chain_order(leftovers: Leftovers) -> list[tuple]:
+def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str]]:
     """Top down: nothing deleted here is re-created by a controller of something still above it."""
     return [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
 
@@ -37,7 +32,7 @@ def _chain_order(leftovers: Leftovers) -> list[tuple]:
 def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float) -> Leftovers:
     """Look at the chain of a workload deleted ``waited`` seconds ago; delete what the collector left."""
     jobset = hook.get(JOBSET, namespace, workload)
-    selector = chain_selector(workload)
+    selector = well_known.jobset_selector(workload)
     leftovers = left_behind(
         [jobset] if jobset else [], hook.list(JOB, namespace, label_selector=selector), hook.list(POD, namespace, label_selector=selector), waited
     )
@@ -51,7 +46,7 @@ def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float) ->
 async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, waited: float) -> Leftovers:
     """:func:`reclaim`, on the triggerer's event loop."""
     jobset = await hook.get(JOBSET, namespace, workload)
-    selector = chain_selector(workload)
+    selector = well_known.jobset_selector(workload)
     jobs = (await hook.list(JOB, namespace, label_selector=selector)).get("items") or []
     pods = (await hook.list(POD, namespace, label_selector=selector)).get("items") or []
     leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)

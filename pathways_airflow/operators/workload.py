@@ -566,7 +566,7 @@ class PathwaysJobOperator(ClusterOperator):
     def _kubectl_hint(self, name: str) -> str:
         kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"
         return (f"Look further with: kubectl -n {self.namespace} describe {kind} {name}; "
-                f"kubectl -n {self.namespace} get pods -l {well_known.JOBSET_NAME}={name}")
+                f"kubectl -n {self.namespace} get pods -l {well_known.jobset_selector(name)}")
 
     def _link_fields(self) -> dict[str, Any]:
         return {"project_id": self.project_id, "location": self.location, "cluster_name": self.cluster_name}

@@ -32,10 +32,6 @@ class MaxTextLayout:
     convert_module: str
     base_config: str
 
-    def train_command(self, *settings: str) -> list[str]:
-        """``python3 -m <train module> <base config> key=value ...``."""
-        return ["python3", "-m", self.train_module, self.base_config, *settings]
-
     @property
     def convert_command(self) -> tuple[str, ...]:
         return ("python3", "-m", self.convert_module)

@@ -16,13 +16,13 @@ import logging
 import pytest
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
-from pathways_airflow.hooks.reclaim import chain_selector
 from pathways_airflow.operators import DeletePathwaysJobOperator
 from pathways_airflow.resources import JOB, JOBSET, PATHWAYSJOB, POD
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.state.reclaim import COLLECTOR_MARGIN_SECONDS
 from pathways_airflow.triggers.deletion import deletes_in_progress
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from pathways_airflow.well_known import jobset_selector
 from tests.support.waiting import wait_for
 
 GRACE = 1
@@ -52,7 +52,7 @@ def running_training(name: str, backend: str) -> PathwaysHook:
 
 
 def running_pods(hook: PathwaysHook, name: str) -> list[dict]:
-    return [p for p in hook.list(POD, "default", label_selector=chain_selector(name)) if p["status"].get("phase") == "Running"]
+    return [p for p in hook.list(POD, "default", label_selector=jobset_selector(name)) if p["status"].get("phase") == "Running"]
 
 
 def test_a_killed_tasks_workload_is_gone_even_when_the_collector_never_comes(late_collector, caplog):
@@ -79,8 +79,8 @@ def test_a_killed_tasks_workload_is_gone_even_when_the_collector_never_comes(lat
 
     still_running = asyncio.run(triggerer())
     assert len(still_running) == 3, "the collector is late: the pods outlived the DELETE"
-    wait_for(lambda: not hook.list(POD, "default", label_selector=chain_selector(name)), timeout=10, what="the pods gone")
-    assert not hook.list(JOB, "default", label_selector=chain_selector(name))
+    wait_for(lambda: not hook.list(POD, "default", label_selector=jobset_selector(name)), timeout=10, what="the pods gone")
+    assert not hook.list(JOB, "default", label_selector=jobset_selector(name))
     # What holds no TPU is left to the collector: the marked JobSet waits for its Service and
     # Kueue Workload, as foreground deletion makes it.
     assert hook.get(JOBSET, "default", name)["metadata"]["deletionTimestamp"]
@@ -97,7 +97,7 @@ def test_the_delete_operator_does_the_collectors_work_down_a_pathwaysjobs_chain(
     caplog.set_level(logging.INFO, logger="pathways_airflow")
     deleted = DeletePathwaysJobOperator(task_id="delete", name=name, wait_seconds=LATE_AFTER + 30).execute({})
     assert deleted is True
-    assert not hook.list(POD, "default", label_selector=chain_selector(name))
+    assert not hook.list(POD, "default", label_selector=jobset_selector(name))
     wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None and hook.get(JOBSET, "default", name) is None, timeout=10)
     [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
     assert f"default/{name}: the garbage collector had not reached its JobSet, 2 Jobs and 3 pods " in line

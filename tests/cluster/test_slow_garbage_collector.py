@@ -102,3 +102,21 @@ def test_the_delete_operator_does_the_collectors_work_down_a_pathwaysjobs_chain(
     [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
     assert f"default/{name}: the garbage collector had not reached its JobSet, 2 Jobs and 3 pods " in line
     assert line.endswith("reclaiming 8 TPU chips")
+
+
+def test_the_janitor_does_the_collectors_work_for_an_orphan_it_deleted(late_collector, caplog):
+    """The janitor deletes an orphan in the background (the owner goes at once); the collector
+    that should take its JobSet, Jobs and pods never comes, so the janitor's wait does."""
+    from pathways_airflow.hooks.janitor import delete_orphans
+    from pathways_airflow.state.janitor import Verdict
+
+    name = "gc-late-orphan"
+    hook = running_training(name, "pathwaysjob")
+    caplog.set_level(logging.INFO, logger="pathways_airflow")
+    orphan = Verdict("PathwaysJob", "default", name, "dag/run/train", "failed", True, "its task instance failed", 8)
+    deleted, left = delete_orphans(hook, [orphan], wait_seconds=LATE_AFTER + 30)
+    assert deleted == [orphan] and left == []
+    assert not hook.list(POD, "default", label_selector=jobset_selector(name)) and hook.get(JOBSET, "default", name) is None
+    [line] = [r.getMessage() for r in caplog.records if "garbage collector had not reached" in r.getMessage()]
+    assert f"default/{name}: the garbage collector had not reached its JobSet, 2 Jobs and 3 pods " in line
+    assert line.endswith("reclaiming 8 TPU chips")

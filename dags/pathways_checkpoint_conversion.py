@@ -1,4 +1,4 @@
-"""Turn each committed training checkpoint into a serving checkpoint for JetStream.
+"""Turn each committed training checkpoint into a serving checkpoint (for vLLM's MaxText plugin or JetStream).
 
 Two ways to start it:
 

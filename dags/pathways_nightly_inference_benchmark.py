@@ -1,15 +1,17 @@
-"""Nightly JetStream benchmark of the newest serving checkpoint, with a regression gate.
+"""Nightly inference benchmark of the newest serving checkpoint, with a regression gate.
 
 Every night: take the newest serving checkpoint (the last event on the
 ``pathways-serving-checkpoints`` asset, which ``pathways_checkpoint_conversion`` publishes, or
-the ``serving_checkpoint`` Param), serve it with JetStream on Pathways, benchmark it, add the
+the ``serving_checkpoint`` Param), serve it on Pathways with the ``engine`` Param's engine (vLLM
+through MaxText's model plugin by default, or JetStream), benchmark it, add the
 metrics to the history kept in GCS (``<benchmark_dir>/history.json``), and fail the run when a
-watched metric is worse than the median of the recent runs by more than the threshold. Each run
+watched metric is worse than the median of the recent runs of the same engine by more than the
+threshold. Each run
 writes ``report.md`` (a table against the baseline) and ``history.png`` (the metric history).
 
 The defaults run on the local cluster (``scripts/demo``); on GKE set the Params (TPU shape,
 ``pathways_dir``, ``benchmark_dir``, dataset) and the connections. The ``local_*`` Params only
-shape the local cluster's stand-in server and are ignored by a real JetStream image.
+shape the local cluster's stand-in server and are ignored by a real server image.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ with DAG(
     tags=["pathways", "tpu", "inference", "benchmark"],
     params={
         "serving_checkpoint": Param("", type="string", description="gs:// serving checkpoint; empty: the newest asset event"),
-        "model_name": Param("llama2-7b", type="string"),
+        "engine": Param("vllm", enum=["vllm", "jetstream"], description="serving engine: vLLM on TPU, or the archived JetStream"),
+        "model_name": Param("llama2-7b", type="string", description="the checkpoint's MaxText model name"),
+        "hf_model": Param("meta-llama/Llama-2-7b-hf", type="string", description="vLLM: the Hugging Face model id (architecture and tokenizer)"),
         "tpu": Param("v5e", enum=["v4", "v5e", "v5p", "v6e", "tpu7x"]),
         "topology": Param("2x4", type="string"),
         "pathways_dir": Param("gs://pathways-demo/pathways", type="string"),
         "benchmark_dir": Param("gs://pathways-demo/benchmarks/llama2-7b", type="string", description="history.json, results/ and reports/ live here"),
         "report_dir": Param("", type="string", description="where report.md and history.png go; empty: <benchmark_dir>/reports/<run>"),
-        "dataset": Param("test", type="string"),
+        "dataset": Param("", type="string", description="empty: the engine's generated prompts (vLLM random, JetStream test)"),
         "dataset_path": Param("", type="string"),
         "num_prompts": Param(20, type="integer", minimum=1),
         "request_rate": Param("inf", type="string", description="requests per second, or inf"),
@@ -68,6 +72,8 @@ with DAG(
 
     benchmark = InferenceBenchmarkOperator(
         task_id="benchmark",
+        engine="{{ params.engine }}",
+        hf_model="{{ params.hf_model if params.engine == 'vllm' else None }}",
         checkpoint=checkpoint,
         model_name="{{ params.model_name }}",
         tpu="{{ params.tpu }}",
@@ -78,7 +84,7 @@ with DAG(
             "PATHWAYS_TESTING_TTFT_MS": "{{ params.local_ttft_ms }}",
             "PATHWAYS_TESTING_TPOT_MS": "{{ params.local_tpot_ms }}",
         },
-        dataset="{{ params.dataset }}",
+        dataset="{{ params.dataset or None }}",
         dataset_path="{{ params.dataset_path or None }}",
         num_prompts="{{ params.num_prompts }}",
         request_rate="{{ params.request_rate }}",

@@ -9,7 +9,8 @@ The three stages of ``pathways_training``, ``pathways_checkpoint_conversion`` an
 3. ``convert`` turns that step into a parameter-only serving checkpoint (reused if it was
    already converted) and publishes it on the ``pathways-serving-checkpoints`` asset, where the
    nightly benchmark finds it;
-4. ``benchmark`` serves it with JetStream on Pathways, runs the benchmark client and returns the
+4. ``benchmark`` serves it on Pathways with the ``engine`` Param's engine (vLLM by default, or
+   JetStream), runs the engine's benchmark client and returns the
    metrics, deleting the server on every path;
 5. ``check_regression`` adds the metrics to the history in GCS, writes the report and plot, and
    fails on a regression beyond the threshold.
@@ -46,6 +47,8 @@ with DAG(
         "bucket": Param("pathways-demo", type="string", description="GCS bucket for checkpoints, results and history"),
         "run_name": Param("llama-demo", type="string"),
         "model_name": Param("llama2-7b", type="string"),
+        "engine": Param("vllm", enum=["vllm", "jetstream"], description="serving engine for the benchmark: vLLM on TPU, or the archived JetStream"),
+        "hf_model": Param("meta-llama/Llama-2-7b-hf", type="string", description="vLLM: the Hugging Face model id (architecture and tokenizer)"),
         "image": Param("us-docker.pkg.dev/my-project/maxtext/maxtext:latest", type="string"),
         "tpu": Param("v5e", enum=["v4", "v5e", "v5p", "v6e", "tpu7x"]),
         "topology": Param("2x4", type="string"),
@@ -111,6 +114,8 @@ with DAG(
 
     benchmark = InferenceBenchmarkOperator(
         task_id="benchmark",
+        engine="{{ params.engine }}",
+        hf_model="{{ params.hf_model if params.engine == 'vllm' else None }}",
         checkpoint=convert.output,
         model_name="{{ params.model_name }}",
         tpu="{{ params.serving_tpu }}",
@@ -121,7 +126,6 @@ with DAG(
             "PATHWAYS_TESTING_TTFT_MS": "{{ params.local_ttft_ms }}",
             "PATHWAYS_TESTING_TPOT_MS": "{{ params.local_tpot_ms }}",
         },
-        dataset="test",
         num_prompts="{{ params.num_prompts }}",
         request_rate="inf",
         max_output_length="{{ params.max_output_length }}",

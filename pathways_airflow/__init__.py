@@ -35,6 +35,7 @@ def get_provider_info() -> dict[str, Any]:
                     "pathways_airflow.operators.conversion",
                     "pathways_airflow.operators.delete",
                     "pathways_airflow.operators.inference",
+                    "pathways_airflow.operators.teardown",
                     "pathways_airflow.operators.janitor",
                     "pathways_airflow.operators.regression",
                     "pathways_airflow.operators.workload",

@@ -332,6 +332,35 @@ class PathwaysHook(BaseHook):
                 return left
             time.sleep(max(0.0, min(poll, deadline - time.monotonic())))
 
+    def service_get_status(self, namespace: str, service: str, port: int, path: str) -> tuple[int, str]:
+        """``(HTTP status, reason)`` of one ``GET path`` on a Service's port through the API
+        server's service proxy; ``(0, why)`` when no answer came.
+
+        Sent once, not through :meth:`request`: its retries treat 500 and 503 as transient API
+        failures and would back off for a minute on every poll, while a server's health check
+        answers them while it loads.
+        """
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            response = self.api_client.call_api(
+                f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy{path}",
+                "GET",
+                header_params={"Accept": "*/*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=30,
+            )
+            _ = response.data  # read to the end, so the pooled connection can carry the next request
+            response.release_conn()
+            return response.status, response.reason or ""
+        except ApiException as error:
+            return error.status or 0, f"{error.reason}: {error.body!r}"
+        except (HTTPError, OSError) as error:
+            return 0, describe(error)
+
     def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES, *, previous: bool = False) -> list[str]:
         """The last ``lines`` lines a container wrote (of its run before the last restart with
         ``previous``), bounded in bytes as well as lines (:func:`bounded_tail`); empty if the log

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     from pathways_airflow.operators.inference import (
         DeployInferenceServerOperator,
         InferenceBenchmarkOperator,
-        TeardownInferenceServerOperator,
     )
     from pathways_airflow.operators.janitor import PathwaysJanitorOperator
     from pathways_airflow.operators.regression import BenchmarkRegressionOperator
+    from pathways_airflow.operators.teardown import TeardownInferenceServerOperator
     from pathways_airflow.operators.workload import PathwaysJobOperator
 
 _EXPORTS = {
@@ -29,7 +29,7 @@ _EXPORTS = {
     "InferenceBenchmarkOperator": "pathways_airflow.operators.inference",
     "PathwaysJanitorOperator": "pathways_airflow.operators.janitor",
     "PathwaysJobOperator": "pathways_airflow.operators.workload",
-    "TeardownInferenceServerOperator": "pathways_airflow.operators.inference",
+    "TeardownInferenceServerOperator": "pathways_airflow.operators.teardown",
 }
 
 

@@ -1,13 +1,15 @@
-"""Inference benchmarks on TPU slices: JetStream on Pathways (a LeaderWorkerSet) and ``benchmark_serving.py``.
+"""Inference benchmarks on TPU slices: a serving engine (vLLM or JetStream) as a LeaderWorkerSet, and its benchmark.
 
 ``InferenceBenchmarkOperator`` deploys the server, waits until it serves, runs the benchmark Job,
 reads the result JSON from GCS and returns the metrics, and deletes everything it created however
-the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOperator`` split the
+the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOperator``
+(:mod:`pathways_airflow.operators.teardown`) split the
 same work into Airflow setup and teardown tasks, for DAGs that do their own work against the
 server in between.
 
 What is run comes from the pure :mod:`pathways_airflow.spec.serving` and
-:mod:`pathways_airflow.spec.benchmark`; how the cluster is read is
+:mod:`pathways_airflow.spec.benchmark`, with the engine's own module
+(:mod:`pathways_airflow.spec.engines`) answering every engine-specific question; how the cluster is read is
 the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`; the
 operators only fetch, ask and act. The server's start-up is waited for in the worker (it ends with
 a health check through the API server's service proxy, and a crash is read from the container's
@@ -22,7 +24,6 @@ exist: either mistake would otherwise be found after a restore of up to 20 minut
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -64,33 +65,25 @@ from pathways_airflow.state.serving import (
     server_timed_out,
 )
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity, check_name_prefix
+from pathways_airflow.spec.names import check_name_prefix
 from pathways_airflow.spec.benchmark import (
     BENCHMARK_CONTAINER,
-    DEFAULT_BENCHMARK_SCRIPT,
     TASK_LIMIT,
     BenchmarkRun,
-    benchmark_metrics,
     build_benchmark,
+    result_metrics,
     job_deadline,
     render_benchmark_job,
     result_object_uri,
     results_uri_problem,
 )
+from pathways_airflow.spec.engine import Engine
+from pathways_airflow.spec.engines import DEFAULT_ENGINE, engine_named
 from pathways_airflow.spec.serving import (
-    DEFAULT_CONFIG,
-    DEFAULT_HTTP_IMAGE,
-    DEFAULT_SERVER_IMAGE,
     DEFAULT_STARTUP_SECONDS,
-    ENGINE,
-    GRPC_PORT,
-    HEALTH_PATH,
-    HTTP_PORT,
-    SERVER_CONTAINER,
-    JetStreamServer,
+    InferenceServer,
     ServingNames,
     build_server,
-    names_for,
     render_leaderworkerset,
     render_service,
     serving_names,
@@ -98,10 +91,6 @@ from pathways_airflow.spec.serving import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-NOT_YET_SERVING = frozenset({0, 500, 502, 503, 504})
-"""``/healthcheck`` answers 500 while JetStream loads; the proxy answers 503 while no pod serves."""
-
 
 # --- pure: where the task's objects go ------------------------------------------------------------
 
@@ -124,6 +113,8 @@ _SERVER_FIELDS = (
     "pathways_dir",
     "tpu",
     "machine_type",
+    "hf_model",
+    "pathways",
     "image",
     "http_image",
     "pathways_version",
@@ -135,6 +126,7 @@ _SERVER_FIELDS = (
     "service_account_name",
 )
 _SERVING_TEMPLATE_FIELDS = (
+    "engine",
     *_SERVER_FIELDS,
     "startup_timeout",
     "namespace",
@@ -143,8 +135,8 @@ _SERVING_TEMPLATE_FIELDS = (
 )
 
 
-class _JetStreamServerOperator(ClusterOperator):
-    """Deploying, watching and deleting one task's JetStream server (shared by the operators below)."""
+class _InferenceServerOperator(ClusterOperator):
+    """Deploying, watching and deleting one task's server, whatever its engine (shared by the operators below)."""
 
     template_fields_renderers = {
         "env": "json",
@@ -157,16 +149,19 @@ class _JetStreamServerOperator(ClusterOperator):
     def __init__(
         self,
         *,
-        checkpoint: Mapping[str, Any] | str,
-        model_name: str,
         topology: str,
-        pathways_dir: str,
+        engine: str = DEFAULT_ENGINE,
+        checkpoint: Mapping[str, Any] | str | None = None,
+        model_name: str | None = None,
+        hf_model: str | None = None,
+        pathways_dir: str | None = None,
+        pathways: bool = True,
         tpu: str | None = None,
         machine_type: str | None = None,
-        image: str = DEFAULT_SERVER_IMAGE,
-        http_image: str = DEFAULT_HTTP_IMAGE,
+        image: str | None = None,
+        http_image: str | None = None,
         pathways_version: str = "latest",
-        config: str = DEFAULT_CONFIG,
+        config: str | None = None,
         server_args: Sequence[str] | None = None,
         env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         image_pull_policy: str = "Always",
@@ -181,10 +176,13 @@ class _JetStreamServerOperator(ClusterOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.engine = engine
         self.checkpoint = checkpoint
         self.model_name = model_name
+        self.hf_model = hf_model
         self.topology = topology
         self.pathways_dir = pathways_dir
+        self.pathways = pathways
         self.tpu = tpu
         self.machine_type = machine_type
         self.image = image
@@ -208,8 +206,12 @@ class _JetStreamServerOperator(ClusterOperator):
 
     # --- pure questions ------------------------------------------------------------------------
 
-    def server(self) -> JetStreamServer:
+    def serving_engine(self) -> Engine:
+        return engine_named(self.engine)
+
+    def server(self) -> InferenceServer:
         return build_server(
+            engine=self.serving_engine(),
             **{name: getattr(self, name) for name in _SERVER_FIELDS},
             startup_seconds=self.startup_timeout,
         )
@@ -219,7 +221,7 @@ class _JetStreamServerOperator(ClusterOperator):
         placement = (self.namespace, self.name_prefix)
         if not (only_known and looks_templated(placement)):
             problems.extend(_placement_problems(*placement))
-        arguments = {name: getattr(self, name) for name in (*_SERVER_FIELDS, "startup_timeout")}
+        arguments = {name: getattr(self, name) for name in ("engine", *_SERVER_FIELDS, "startup_timeout")}
         if not (only_known and looks_templated(arguments)):
             try:
                 self.server()
@@ -252,7 +254,7 @@ class _JetStreamServerOperator(ClusterOperator):
         return self._server_objects(context, self.server(), self.names(context))
 
     def _server_objects(
-        self, context: Context | None, server: JetStreamServer, names: ServingNames
+        self, context: Context | None, server: InferenceServer, names: ServingNames
     ) -> list[dict[str, Any]]:
         labels, annotations = self._labels(context)
         return [
@@ -260,6 +262,7 @@ class _JetStreamServerOperator(ClusterOperator):
                 server, name=names.lws, namespace=self.namespace, labels=labels, annotations=annotations
             ),
             render_service(
+                engine=server.engine,
                 name=names.service,
                 namespace=self.namespace,
                 lws_name=names.lws,
@@ -288,7 +291,7 @@ class _JetStreamServerOperator(ClusterOperator):
         self._check_stopped()
         return adoption.obj
 
-    def _preflight(self, server: JetStreamServer, results_uri: str | None = None) -> None:
+    def _preflight(self, server: InferenceServer, results_uri: str | None = None) -> None:
         """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket.
 
         Only what is known to be missing refuses; a look the Google connection is not permitted
@@ -296,7 +299,7 @@ class _JetStreamServerOperator(ClusterOperator):
         """
         client = storage_client(self.gcp_conn_id)
         try:
-            if self.verify_checkpoint:
+            if self.verify_checkpoint and server.load_parameters_path:
                 marker = commit_marker_uri(step_dir_of(server.load_parameters_path))
                 committed = object_exists_if_permitted(client, marker)
                 if committed is None:
@@ -307,7 +310,7 @@ class _JetStreamServerOperator(ClusterOperator):
                 elif not committed:
                     raise BadSpecError(
                         f"checkpoint {server.load_parameters_path!r} is not committed: {marker} does not exist "
-                        "(a conversion still running, cut off, or a wrong path). JetStream would refuse it after "
+                        "(a conversion still running, cut off, or a wrong path). The server would refuse it after "
                         "the slice was provisioned. Set verify_checkpoint=False for a checkpoint without "
                         "Orbax's marker."
                     )
@@ -324,7 +327,7 @@ class _JetStreamServerOperator(ClusterOperator):
         finally:
             client.close()
 
-    def _deploy(self, context: Context, server: JetStreamServer, names: ServingNames) -> None:
+    def _deploy(self, context: Context, server: InferenceServer, names: ServingNames) -> None:
         for manifest in self._server_objects(context, server, names):
             self._create(manifest, context)
 
@@ -339,10 +342,10 @@ class _JetStreamServerOperator(ClusterOperator):
                 return None
             self._stopped.wait(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
 
-    def _wait_until_serving(self, names: ServingNames, server: JetStreamServer) -> None:
-        """Until the LeaderWorkerSet is Available and ``/healthcheck`` answers 200 through the Service.
+    def _wait_until_serving(self, names: ServingNames, server: InferenceServer) -> None:
+        """Until the LeaderWorkerSet is Available and the engine's health check answers 200 through the Service.
 
-        A ``jax-tpu`` crash fails at once with its exit code and log; running out of
+        A crash of the engine's server container fails at once with its exit code and log; running out of
         ``startup_timeout`` fails with the leader's last log lines.
         """
         started = time.monotonic()
@@ -356,7 +359,7 @@ class _JetStreamServerOperator(ClusterOperator):
                 if lws
                 else []
             )
-            progress = server_progress(lws, pods)
+            progress = server_progress(lws, pods, server.engine.container)
             if lws is None:
                 raise WorkloadDeletedError(
                     f"LeaderWorkerSet {self.namespace}/{names.lws} was deleted while the server started"
@@ -374,51 +377,32 @@ class _JetStreamServerOperator(ClusterOperator):
                 crash = progress.crash
                 quoted = self._quoted(crash.pod, crash.container, previous=crash.restarted)
                 raise server_crashed(self.namespace, names.lws, crash, quoted)
-            if progress.available and self._healthy(names):
+            if progress.available and self._healthy(names, server.engine):
                 return progress
             return None
 
         if self._wait(deadline, step) is None:
-            quoted = self._quoted(f"{names.lws}-0", SERVER_CONTAINER)
+            quoted = self._quoted(f"{names.lws}-0", server.engine.container)
             raise server_timed_out(
                 self.namespace, names.lws, server.startup_seconds, seen["summary"], len(seen["leaders"]), quoted
             )
         self.log.info(
-            "%s serves %s (after %.0fs)", names.service, server.model_name, time.monotonic() - started
+            "%s serves %s with %s (after %.0fs)",
+            names.service,
+            server.hf_model or server.model_name,
+            server.engine.name,
+            time.monotonic() - started,
         )
 
-    def _healthy(self, names: ServingNames) -> bool:
-        """One ``GET /healthcheck`` through the API server's service proxy.
-
-        Sent once, not through ``PathwaysHook.request``: its retries treat 500 and 503 as
-        transient API failures and would back off for a minute on every poll, while here they
-        only mean "still loading". Any other error status (403: no ``services/proxy``) is raised.
-        """
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        path = f"/api/v1/namespaces/{self.namespace}/services/{names.service}:{HTTP_PORT}/proxy{HEALTH_PATH}"
-        try:
-            response = self.hook.api_client.call_api(
-                path,
-                "GET",
-                header_params={"Accept": "*/*"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=30,
-            )
-            _ = response.data  # read to the end, so the pooled connection can carry the next request
-            response.release_conn()
+    def _healthy(self, names: ServingNames, engine: Engine) -> bool:
+        """Does the engine's health check answer 200 through the service proxy? "Still loading"
+        answers are no; any other error status (403: no ``services/proxy``) is raised."""
+        status, reason = self.hook.service_get_status(self.namespace, names.service, engine.http_port, engine.health_path)
+        if status == 200:
             return True
-        except ApiException as error:
-            if error.status in NOT_YET_SERVING:
-                return False
-            raise KubernetesApiError(
-                f"GET {path}: HTTP {error.status} {error.reason}: {error.body!r}"
-            ) from None
-        except (HTTPError, OSError):
+        if status in engine.not_yet_serving:
             return False
+        raise KubernetesApiError(f"GET {engine.health_path} of {self.namespace}/{names.service}: HTTP {status} {reason}")
 
     def _quoted(self, pod: str, container: str, *, previous: bool = False) -> str:
         """The container's last log lines (of its run before the last restart with ``previous``, if any)."""
@@ -494,36 +478,69 @@ class _JetStreamServerOperator(ClusterOperator):
 # --- the operators -------------------------------------------------------------------------------
 
 
-class InferenceBenchmarkOperator(_JetStreamServerOperator):
-    """Benchmark a serving checkpoint with JetStream on Pathways, then tear everything down.
+_BENCHMARK_FIELDS = (
+    "engine",
+    "model_name",
+    "hf_model",
+    "dataset",
+    "num_prompts",
+    "request_rate",
+    "max_output_length",
+    "dataset_path",
+    "tokenizer",
+    "max_concurrency",
+    "benchmark_args",
+    "benchmark_image",
+    "benchmark_script",
+    "benchmark_env",
+    "benchmark_timeout",
+    "image",
+    "image_pull_policy",
+    "service_account_name",
+)
+"""What :meth:`InferenceBenchmarkOperator.benchmark` is built from."""
 
-    Deploys a LeaderWorkerSet (leader: Pathways proxy and resource manager, JetStream, JetStream
-    HTTP; one Pathways worker per TPU VM of one slice) and a Service, waits until the
-    LeaderWorkerSet is Available and ``/healthcheck`` answers 200, runs JetStream's
-    ``benchmark_serving.py`` as a Job against the Service's gRPC port, reads the result JSON it
-    copied to ``results_uri`` and returns the metrics. The LeaderWorkerSet, Service and Job are
-    deleted whatever happens (success, failure, kill, timeout), and the task waits until their
-    pods are gone so the slice is free when it ends.
 
+class InferenceBenchmarkOperator(_InferenceServerOperator):
+    """Benchmark a model with a serving engine on a TPU slice, then tear everything down.
+
+    Deploys a LeaderWorkerSet (on Pathways: a leader with the Pathways proxy, resource manager and
+    the engine's server, and one Pathways worker per TPU VM of one slice) and a Service, waits
+    until the LeaderWorkerSet is Available and the engine's health check answers 200, runs the
+    engine's benchmark as a Job against the Service, reads the result JSON it uploaded to
+    ``results_uri`` and returns the metrics with ``engine`` and ``result_uri``. A run in which
+    requests failed is refused: it measured another load. The LeaderWorkerSet, Service and Job
+    are deleted whatever happens (success, failure, kill, timeout), and the task waits until
+    their pods are gone so the slice is free when it ends.
+
+    :param engine: ``"vllm"`` (default: ``vllm serve`` and ``vllm bench serve``) or
+        ``"jetstream"`` (JetStream with MaxText, and ``benchmark_serving.py``).
     :param checkpoint: the ``{"uri", "items_uri"}`` that ``CheckpointConversionOperator`` returns,
-        or the ``gs://`` URI of a serving checkpoint's ``items`` directory.
-    :param model_name: MaxText model name (``"llama2-70b"``), for the server and the result.
+        or the ``gs://`` URI of a serving checkpoint's ``items`` directory. Required for JetStream;
+        vLLM serves it through MaxText's model plugin, or ``hf_model``'s own weights without one.
+    :param model_name: MaxText model name (``"llama2-70b"``) of the checkpoint.
+    :param hf_model: vLLM only: the Hugging Face model id served (architecture, tokenizer, and
+        the model the benchmark asks for).
     :param tpu: TPU generation (``"v6e"``) or set ``machine_type``; :param topology: slice topology.
-    :param pathways_dir: ``gs://`` scratch location for Pathways.
-    :param image: JetStream-on-Pathways server image; :param http_image: JetStream HTTP front end;
-        :param pathways_version: tag of the Pathways server and proxy images.
-    :param config: MaxText config file; :param server_args: more MaxText ``key=value`` settings
-        (``load_parameters_path`` and ``model_name`` come from ``checkpoint`` and ``model_name``).
-    :param env: environment of the JetStream container (``{"NAME": "value"}`` or EnvVar dicts).
+    :param pathways_dir: ``gs://`` scratch location for Pathways. :param pathways: ``False`` (vLLM
+        on a one-VM slice) runs the server alone in one pod that holds the chips.
+    :param image: server image (default: the engine's); :param http_image: JetStream's HTTP front
+        end; :param pathways_version: tag of the Pathways server and proxy images.
+    :param config: JetStream's MaxText config file; :param server_args: more MaxText ``key=value``
+        settings (JetStream) or ``vllm serve`` arguments, one list item each (vLLM).
+    :param env: environment of the server container (``{"NAME": "value"}`` or EnvVar dicts).
     :param num_prompts: :param request_rate: requests per second or ``"inf"``;
-        :param max_output_length: as ``benchmark_serving.py``'s flags.
-    :param dataset: ``test``, ``sharegpt``, ``openorca``, ``mmlu``, ``math500``, ``longcontext``
-        or ``prefix_cache_test``; :param dataset_path: its file (required except for ``test``);
-        :param tokenizer: ``--tokenizer``; :param benchmark_args: more flags, each a list item.
+        :param max_output_length: output tokens per request; :param max_concurrency: vLLM only:
+        at most this many requests in flight.
+    :param dataset: the engine's dataset, by default its generated prompts (vLLM: ``random``, ``sharegpt``, ``sonnet``, ``burstgpt``,
+        ``hf``, ``custom``, ``prefix_repetition``; JetStream: ``test``, ``sharegpt``, ``openorca``,
+        ``mmlu``, ``math500``, ``longcontext``, ``prefix_cache_test``); :param dataset_path: its
+        file (not for ``random``, ``prefix_repetition``, ``test``); :param tokenizer:
+        ``--tokenizer``; :param benchmark_args: more flags, each a list item.
     :param results_uri: ``gs://`` object (``….json``) or directory for the result JSON; a
         directory gets ``<server name>.json``, one object per task instance.
-    :param benchmark_image: image with JetStream's benchmarks and ``gsutil`` (default: ``image``);
-        :param benchmark_script: path of ``benchmark_serving.py`` in it.
+    :param benchmark_image: image with the benchmark (default: ``image``); :param
+        benchmark_script: its entry point (``vllm``; JetStream's ``benchmark_serving.py`` path).
     :param startup_timeout: seconds to wait for the server (scheduling, restore, warm-up);
         default 1800, sized for a 405B restore. :param benchmark_timeout: seconds for the Job.
     :param verify_checkpoint: check ``<step>/commit_success.txt`` before requesting a slice.
@@ -542,6 +559,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         "dataset",
         "dataset_path",
         "tokenizer",
+        "max_concurrency",
         "benchmark_args",
         "results_uri",
         "benchmark_image",
@@ -550,7 +568,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         "benchmark_timeout",
     )
     template_fields_renderers = {
-        **_JetStreamServerOperator.template_fields_renderers,
+        **_InferenceServerOperator.template_fields_renderers,
         "benchmark_args": "py",
         "benchmark_env": "json",
     }
@@ -561,13 +579,14 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         num_prompts: int | str,
         request_rate: float | str,
         max_output_length: int | str,
-        dataset: str,
         results_uri: str,
+        dataset: str | None = None,
         dataset_path: str | None = None,
         tokenizer: str | None = None,
+        max_concurrency: int | str | None = None,
         benchmark_args: Sequence[str] | None = None,
         benchmark_image: str | None = None,
-        benchmark_script: str = DEFAULT_BENCHMARK_SCRIPT,
+        benchmark_script: str | None = None,
         benchmark_env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         benchmark_timeout: int | str = 3600,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -581,6 +600,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         self.results_uri = results_uri
         self.dataset_path = dataset_path
         self.tokenizer = tokenizer
+        self.max_concurrency = max_concurrency
         self.benchmark_args = benchmark_args
         self.benchmark_image = benchmark_image
         self.benchmark_script = benchmark_script
@@ -590,14 +610,17 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         self.validate(only_known=True)
 
     def benchmark(self) -> BenchmarkRun:
+        engine = self.serving_engine()
         return build_benchmark(
-            model_name=self.model_name,
+            engine=engine,
+            model_name=getattr(self, engine.benchmark_model),
             dataset=self.dataset,
             num_prompts=self.num_prompts,
             request_rate=self.request_rate,
             max_output_length=self.max_output_length,
             dataset_path=self.dataset_path,
             tokenizer=self.tokenizer,
+            max_concurrency=self.max_concurrency,
             extra_args=self.benchmark_args,
             image=self.benchmark_image or self.image,
             script=self.benchmark_script,
@@ -611,24 +634,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         problems = super()._problems(only_known)
         if not isinstance(self.deferrable, bool):
             problems.append(SpecProblem("deferrable", self.deferrable, "must be True or False", ("True", "False")))
-        fields = (
-            "model_name",
-            "dataset",
-            "num_prompts",
-            "request_rate",
-            "max_output_length",
-            "dataset_path",
-            "tokenizer",
-            "benchmark_args",
-            "benchmark_image",
-            "benchmark_script",
-            "benchmark_env",
-            "benchmark_timeout",
-            "image",
-            "image_pull_policy",
-            "service_account_name",
-        )
-        if not (only_known and looks_templated({f: getattr(self, f) for f in fields})):
+        if not (only_known and looks_templated({f: getattr(self, f) for f in _BENCHMARK_FIELDS})):
             try:
                 self.benchmark()
             except InvalidWorkloadSpec as error:
@@ -737,7 +743,7 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
             names.service,
-            GRPC_PORT,
+            run.engine.benchmark_port,
             run.num_prompts,
             run.request_rate,
             run.max_output_length,
@@ -780,33 +786,30 @@ class InferenceBenchmarkOperator(_JetStreamServerOperator):
             if lines:
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
-        return {**self._read_result(result_uri), "result_uri": result_uri, "engine": ENGINE}
+        engine = self.serving_engine()
+        return {**self._read_result(result_uri, engine), "result_uri": result_uri, "engine": engine.name}
 
-    def _read_result(self, result_uri: str) -> dict[str, Any]:
+    def _read_result(self, result_uri: str, engine: Engine) -> dict[str, Any]:
         client = storage_client(self.gcp_conn_id)
         try:
             data = read_object(client, result_uri)
         finally:
             client.close()
-        if data is None:
-            raise UserCodeError(
-                f"the benchmark finished but {result_uri} does not exist: did benchmark_serving.py "
-                "write a *.json result (--save-result) and gsutil copy it?"
-            )
         try:
-            return benchmark_metrics(json.loads(data), source=result_uri)
+            return result_metrics(data, engine, result_uri)
         except ValueError as error:
-            raise UserCodeError(f"cannot read the benchmark result: {error}") from None
+            raise UserCodeError(str(error)) from None
 
 
-class DeployInferenceServerOperator(_JetStreamServerOperator):
-    """Deploy a JetStream-on-Pathways server and wait until it serves (an Airflow setup task).
+class DeployInferenceServerOperator(_InferenceServerOperator):
+    """Deploy a serving engine's server and wait until it serves (an Airflow setup task).
 
     Takes the server parameters of :class:`InferenceBenchmarkOperator`. Returns ``name`` (the
-    LeaderWorkerSet), ``service``, ``namespace``, ``http_port`` (8000: ``/generate``,
-    ``/healthcheck``), ``grpc_port`` (9000) and ``task_key``. A teardown task cannot run when its
+    LeaderWorkerSet), ``service``, ``namespace``, ``engine``, ``http_port`` (8000: vLLM's OpenAI
+    API and ``/health``; JetStream's ``/generate`` and ``/healthcheck``), ``benchmark_port``
+    (vLLM 8000, JetStream's gRPC 9000) and ``task_key``. A teardown task cannot run when its
     setup failed, so if the server does not come up this task deletes it itself; once it serves,
-    deleting it is :class:`TeardownInferenceServerOperator`'s job (or killing this task's retry).
+    deleting it is :class:`~pathways_airflow.operators.teardown.TeardownInferenceServerOperator`'s job (or killing this task's retry).
     """
 
     template_fields: Sequence[str] = _SERVING_TEMPLATE_FIELDS
@@ -826,120 +829,14 @@ class DeployInferenceServerOperator(_JetStreamServerOperator):
             "name": names.lws,
             "service": names.service,
             "namespace": self.namespace,
-            "http_port": HTTP_PORT,
-            "grpc_port": GRPC_PORT,
+            "engine": server.engine.name,
+            "http_port": server.engine.http_port,
+            "benchmark_port": server.engine.benchmark_port,
             "task_key": task_identity(self, context).key,
         }
-
-
-class TeardownInferenceServerOperator(ClusterOperator):
-    """Delete a server deployed by :class:`DeployInferenceServerOperator` (an Airflow teardown task).
-
-    Finds what to delete without needing the setup's XCom: every LeaderWorkerSet, Service and Job
-    labelled with the deploy task's key (computed from ``deploy_task_id`` and this run), plus the
-    deterministic names of ``server`` when given (the deploy task's return value or the
-    LeaderWorkerSet name) if pathways-airflow created them. Waits until their pods are gone.
-    Nothing to delete is not an error.
-    """
-
-    template_fields: Sequence[str] = ("deploy_task_id", "server", "namespace", *CLUSTER_TEMPLATE_FIELDS)
-
-    def __init__(
-        self,
-        *,
-        deploy_task_id: str | None = None,
-        server: Mapping[str, Any] | str | None = None,
-        namespace: str = "default",
-        cleanup_timeout: float = 300.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.deploy_task_id = deploy_task_id
-        self.server = server
-        self.namespace = namespace
-        self.cleanup_timeout = cleanup_timeout
-        self.validate(only_known=True)
-
-    def validate(self, *, only_known: bool = False) -> None:
-        """Refuse what cannot name this task's server, before any API call (``InvalidWorkloadSpec``)."""
-        problems: list[SpecProblem] = []
-        if self.deploy_task_id is None and self.server is None:
-            problems.append(
-                SpecProblem("deploy_task_id", None, "set deploy_task_id (the setup task) or server (its return value)")
-            )
-        if self.deploy_task_id is not None and not (
-            isinstance(self.deploy_task_id, str) and self.deploy_task_id.strip()
-        ):
-            problems.append(SpecProblem("deploy_task_id", self.deploy_task_id, "must be the setup task's task_id"))
-        if not (only_known and looks_templated(self.namespace)):
-            problems.extend(filter(None, [namespace_problem(self.namespace)]))
-        if self.server and not (only_known and looks_templated(self.server)):
-            name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
-            try:
-                names_for(name if isinstance(name, str) else "")
-            except InvalidWorkloadSpec:
-                problems.append(
-                    SpecProblem(
-                        "server",
-                        self.server,
-                        "must be the deploy task's return value or its LeaderWorkerSet name (a DNS label)",
-                    )
-                )
-        if problems:
-            raise InvalidWorkloadSpec(problems)
-
-    def targets(self, context: Context) -> list[tuple[Resource, str]]:
-        """``(resource, name)`` of everything to delete, found by label and by name."""
-        found: dict[tuple[str, str], Resource] = {}
-        if self.deploy_task_id:
-            ti = context["ti"]
-            map_index = getattr(ti, "map_index", None)
-            key = TaskIdentity(
-                ti.dag_id, self.deploy_task_id, ti.run_id, -1 if map_index is None else map_index
-            ).key
-            for resource in (JOB, SERVICE, LEADERWORKERSET):
-                for obj in self.hook.list(resource, self.namespace, label_selector=f"{TASK_KEY_LABEL}={key}"):
-                    found[(resource.kind, obj["metadata"]["name"])] = resource
-        if self.server:
-            name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
-            names = names_for(str(name))
-            for resource, item in ((JOB, names.job), (SERVICE, names.service), (LEADERWORKERSET, names.lws)):
-                obj = self.hook.get(resource, self.namespace, item)
-                labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-                if obj is None or labels.get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE:
-                    found.setdefault((resource.kind, item), resource)
-                else:
-                    self.log.warning(
-                        "not deleting %s %s/%s: pathways-airflow did not create it",
-                        resource.kind,
-                        self.namespace,
-                        item,
-                    )
-        return [(resource, name) for (_, name), resource in found.items()]
-
-    def execute(self, context: Context) -> list[str]:
-        self.validate()
-        targets = self.targets(context)
-        deleted = []
-        for resource, name in targets:
-            if self.hook.delete(resource, self.namespace, name):
-                deleted.append(f"{resource.kind}/{name}")
-                self.log.info("deleted %s %s/%s", resource.kind, self.namespace, name)
-        if not deleted:
-            self.log.info("nothing to delete: the server is already gone")
-            return deleted
-        remaining = self.hook.wait_gone(
-            self.namespace, targets, pod_selectors(targets), timeout=self.cleanup_timeout, poll=1.0
-        )
-        if remaining:
-            self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
-        else:
-            self.log.info("%s and their pods are gone", ", ".join(deleted))
-        return deleted
 
 
 __all__ = [
     "DeployInferenceServerOperator",
     "InferenceBenchmarkOperator",
-    "TeardownInferenceServerOperator",
 ]

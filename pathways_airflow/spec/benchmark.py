@@ -1,25 +1,26 @@
-"""The ``benchmark_serving.py`` Job of an inference benchmark, and the metrics of its result. Pure.
+"""The benchmark Job of an inference benchmark, and the metrics of its result. Pure.
 
-The Job runs JetStream's ``benchmarks/benchmark_serving.py`` (flags as its ``argparse`` parser
-defines them) against the server's gRPC port, with ``--save-result``, and copies the ``*.json``
-it writes to ``results_uri`` with ``gsutil``; :func:`benchmark_metrics` reads the ``metrics``
-object of that file. The server it benchmarks is :mod:`pathways_airflow.spec.serving`.
+Whatever the engine, the Job runs the engine's benchmark once against the server's Service,
+saves its result JSON locally and uploads that file to ``results_uri``; the engine's module says
+which benchmark, with which flags, and how its JSON reads (:mod:`pathways_airflow.spec.jetstream`:
+``benchmark_serving.py`` and ``gsutil``; :mod:`pathways_airflow.spec.vllm`: ``vllm bench serve``).
+The server it benchmarks is :mod:`pathways_airflow.spec.serving`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.checkpoints import join
+from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns_label
 from pathways_airflow.spec.serving import (
-    DEFAULT_SERVER_IMAGE,
-    GRPC_PORT,
     MODEL_NAME,
     object_metadata,
     positive_int,
@@ -39,33 +40,14 @@ BENCHMARK_CONTAINER = "benchmark"
 JOB_DEADLINE_GRACE = 300
 """Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
 TASK_LIMIT = "execution_timeout"
-DEFAULT_BENCHMARK_SCRIPT = "JetStream/benchmarks/benchmark_serving.py"
-"""Where JetStream's benchmark sits in the JetStream/MaxText images (``./JetStream`` in their workdir)."""
-DATASETS = ("test", "sharegpt", "openorca", "mmlu", "math500", "longcontext", "prefix_cache_test")
-"""``benchmark_serving.py --dataset`` choices (JetStream ``benchmarks/benchmark_serving.py``)."""
-DATASETS_WITHOUT_PATH = ("test",)
-"""``test`` generates mock requests; every other dataset is read from ``--dataset-path``."""
-
-METRIC_KEYS = (
-    "request_throughput",
-    "input_throughput",
-    "output_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_ttst_ms",
-    "median_ttst_ms",
-    "p99_ttst_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "completed",
-    "duration",
+UPLOAD_WITH_PYTHON = (
+    "import sys; from google.cloud import storage; "
+    "bucket, _, name = sys.argv[2][len('gs://'):].partition('/'); "
+    "storage.Client().bucket(bucket).blob(name).upload_from_filename(sys.argv[1])"
 )
-"""What the operator returns from the result JSON's ``metrics``; each must be there."""
-OPTIONAL_METRIC_KEYS = ("total_input_tokens", "total_output_tokens")
-METRIC_ALIASES = {"request_inthroughput": "request_throughput"}
-"""Older ``benchmark_serving.py`` releases misspelled ``request_throughput``."""
+"""Copies ``argv[1]`` to the ``gs://`` URI ``argv[2]`` with google-cloud-storage, for images that
+have Python and that library but no ``gsutil`` (vLLM's TPU image: tpu-inference's
+``requirements.txt`` installs google-cloud-storage)."""
 
 
 # --- where the result goes ----------------------------------------------------------------------
@@ -99,81 +81,71 @@ def results_uri_problem(results_uri: Any) -> SpecProblem | None:
 
 @dataclass(frozen=True)
 class BenchmarkRun:
-    """A valid ``benchmark_serving.py`` run; built by :func:`build_benchmark`."""
+    """A valid benchmark run of one engine; built by :func:`build_benchmark`."""
 
+    engine: Engine
     model_name: str
+    """What the benchmark asks the server for (JetStream: the MaxText model; vLLM: the served model)."""
     dataset: str
     num_prompts: int
     request_rate: float
     max_output_length: int
+    image: str
+    script: str
+    """The benchmark's entry point in ``image`` (a script path, or the ``vllm`` command)."""
     dataset_path: str | None = None
     tokenizer: str | None = None
+    max_concurrency: int | None = None
     extra_args: tuple[str, ...] = ()
-    image: str = DEFAULT_SERVER_IMAGE
-    script: str = DEFAULT_BENCHMARK_SCRIPT
     env: tuple[EnvVar, ...] = ()
     image_pull_policy: str = "Always"
     timeout_seconds: int = 3600
     service_account_name: str | None = None
 
+    @property
+    def rate_word(self) -> str:
+        """``--request-rate`` as the benchmarks read it: ``inf`` sends every request at once."""
+        return "inf" if math.isinf(self.request_rate) else repr(self.request_rate)
+
     def arguments(self, server: str) -> list[str]:
-        """``benchmark_serving.py``'s argv (unquoted) against ``server``'s gRPC port."""
-        argv = [
-            "python3",
-            self.script,
-            "--server",
-            server,
-            "--port",
-            str(GRPC_PORT),
-            "--model",
-            self.model_name,
-            "--dataset",
-            self.dataset,
-        ]
-        if self.dataset_path:
-            argv += ["--dataset-path", self.dataset_path]
-        if self.tokenizer:
-            argv += ["--tokenizer", self.tokenizer]
-        argv += [
-            "--num-prompts",
-            str(self.num_prompts),
-            "--request-rate",
-            "inf" if math.isinf(self.request_rate) else repr(self.request_rate),
-            "--max-output-length",
-            str(self.max_output_length),
-            *self.extra_args,
-            "--save-result",
-        ]
-        return argv
+        """The benchmark's argv (unquoted) against ``server``, saving its result locally."""
+        return self.engine.benchmark_argv(self, server)
 
 
 def build_benchmark(
     *,
+    engine: Engine,
     model_name: Any,
-    dataset: Any,
     num_prompts: Any,
     request_rate: Any,
     max_output_length: Any,
+    dataset: Any = None,
     dataset_path: Any = None,
     tokenizer: Any = None,
+    max_concurrency: Any = None,
     extra_args: Any = None,
-    image: Any = DEFAULT_SERVER_IMAGE,
-    script: Any = DEFAULT_BENCHMARK_SCRIPT,
+    image: Any = None,
+    script: Any = None,
     env: Any = None,
     image_pull_policy: Any = "Always",
     timeout_seconds: Any = 3600,
     service_account_name: Any = None,
 ) -> BenchmarkRun:
-    """Check the benchmark's settings and return the run, or raise one error listing every problem."""
+    """Check the benchmark's settings and return the run, or raise one error listing every problem.
+
+    Without a ``dataset`` the engine's generated prompts are used (vLLM ``random``, JetStream ``test``)."""
     problems: list[SpecProblem] = []
     dataset_path, tokenizer = optional_text(dataset_path), optional_text(tokenizer)
+    dataset = optional_text(dataset) or engine.datasets_without_path[0]
+    image = engine.default_image if image is None else image
+    script = engine.default_benchmark_entry_point if script is None else script
     if not isinstance(model_name, str) or not MODEL_NAME.match(model_name):
         problems.append(
-            SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
+            SpecProblem(engine.benchmark_model, model_name, "must be a model name such as 'llama2-70b' or 'org/model'")
         )
-    if dataset not in DATASETS:
-        problems.append(SpecProblem("dataset", dataset, "not a benchmark_serving.py dataset", DATASETS))
-    elif dataset not in DATASETS_WITHOUT_PATH and not dataset_path:
+    if dataset not in engine.datasets:
+        problems.append(SpecProblem("dataset", dataset, f"not a dataset of the benchmark of engine={engine.name!r}", engine.datasets))
+    elif dataset not in engine.datasets_without_path and not dataset_path:
         problems.append(
             SpecProblem(
                 "dataset_path", dataset_path, f"dataset={dataset!r} is read from a file: set dataset_path"
@@ -185,7 +157,15 @@ def build_benchmark(
     prompts = positive_int(problems, "num_prompts", num_prompts)
     output_length = positive_int(problems, "max_output_length", max_output_length)
     rate = _request_rate(problems, request_rate)
-    extra = _extra_benchmark_args(problems, extra_args)
+    concurrency = None
+    if max_concurrency is not None:
+        if not engine.supports_max_concurrency:
+            problems.append(
+                SpecProblem("max_concurrency", max_concurrency, f"the benchmark of engine={engine.name!r} has no such limit")
+            )
+        else:
+            concurrency = positive_int(problems, "max_concurrency", max_concurrency)
+    extra = _extra_benchmark_args(problems, extra_args, engine.owned_benchmark_flags)
     if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
         problems.append(
             SpecProblem("benchmark_image", image, "must be a non-empty container image reference")
@@ -193,7 +173,9 @@ def build_benchmark(
     if not isinstance(script, str) or not script.strip() or has_control_characters(script):
         problems.append(
             SpecProblem(
-                "benchmark_script", script, "must be the path of benchmark_serving.py in benchmark_image"
+                "benchmark_script",
+                script,
+                f"must be the benchmark's entry point in benchmark_image ({engine.default_benchmark_entry_point})",
             )
         )
     env_vars = env_vars_from(problems, "benchmark_env", env)
@@ -206,16 +188,18 @@ def build_benchmark(
     raise_if_any(problems)
     assert prompts is not None and output_length is not None and rate is not None and timeout is not None
     return BenchmarkRun(
+        engine=engine,
         model_name=model_name,
         dataset=dataset,
         num_prompts=prompts,
         request_rate=rate,
         max_output_length=output_length,
-        dataset_path=dataset_path,
-        tokenizer=tokenizer,
-        extra_args=extra,
         image=image,
         script=script,
+        dataset_path=dataset_path,
+        tokenizer=tokenizer,
+        max_concurrency=concurrency,
+        extra_args=extra,
         env=env_vars,
         image_pull_policy=image_pull_policy,
         timeout_seconds=timeout,
@@ -247,7 +231,7 @@ def has_control_characters(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
-def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
+def _extra_benchmark_args(problems: list[SpecProblem], value: Any, owned: frozenset[str]) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
@@ -264,16 +248,6 @@ def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str,
     if any(has_control_characters(item) for item in value):
         problems.append(SpecProblem("benchmark_args", value, "control characters cannot be passed through the shell script"))
         return ()
-    owned = {
-        "--server",
-        "--port",
-        "--save-result",
-        "--num-prompts",
-        "--request-rate",
-        "--max-output-length",
-        "--dataset",
-        "--model",
-    }
     clashes = [item for item in value if item.split("=", 1)[0] in owned]
     if clashes:
         problems.append(
@@ -284,17 +258,29 @@ def _extra_benchmark_args(problems: list[SpecProblem], value: Any) -> tuple[str,
     return tuple(value)
 
 
+def upload_command(source: str, uri: str) -> list[str]:
+    """Copy the local ``source`` to ``uri`` with Python's google-cloud-storage (argv, unquoted)."""
+    return ["python3", "-c", UPLOAD_WITH_PYTHON, source, uri]
+
+
 def benchmark_script(run: BenchmarkRun, *, server: str, result_uri: str) -> str:
     """The ``bash -c`` script: run the benchmark, then copy its result JSON to ``result_uri``.
 
-    Every word that comes from a user is quoted with ``shlex.quote``; only the ``*.json`` glob is
-    left for the shell to expand.
+    Every word that comes from a user is quoted with ``shlex.quote``; only JetStream's ``*.json``
+    glob is left for the shell to expand.
     """
     problem = results_uri_problem(result_uri)
     if problem:
         raise InvalidWorkloadSpec([problem])
-    benchmark = " ".join(shlex.quote(word) for word in run.arguments(server))
-    return f"{benchmark} && gsutil cp *.json {shlex.quote(result_uri)}"
+    benchmark = quoted(run.arguments(server))
+    saved = run.engine.saved_result
+    if "*" in saved:
+        return f"{benchmark} && gsutil cp {saved} {shlex.quote(result_uri)}"
+    return f"{benchmark} && {quoted(upload_command(saved, result_uri))}"
+
+
+def quoted(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(word) for word in argv)
 
 
 def render_benchmark_job(
@@ -341,29 +327,66 @@ def render_benchmark_job(
 # --- the result ----------------------------------------------------------------------------------
 
 
-def benchmark_metrics(result: Any, *, source: str = "the result JSON") -> dict[str, Any]:
-    """The metrics the operator returns, from ``benchmark_serving.py --save-result``'s JSON.
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    ``{"metrics": {...}, "dimensions": {...}}``; a flat object of metrics is accepted too. Every
-    key of :data:`METRIC_KEYS` must be present; the token totals are passed on when there.
-    """
-    metrics = result.get("metrics", result) if isinstance(result, Mapping) else None
-    if not isinstance(metrics, Mapping):
-        raise ValueError(f"{source}: expected a JSON object with 'metrics'; got {type(result).__name__}")
-    found = {METRIC_ALIASES.get(k, k): v for k, v in metrics.items()}
-    missing = [k for k in METRIC_KEYS if k not in found]
+
+def numeric_metrics(
+    found: Mapping[str, Any], required: Sequence[str], optional: Sequence[str], source: str
+) -> dict[str, Any]:
+    """``required`` and the ``optional`` that are there, each a number; ``ValueError`` otherwise."""
+    missing = [k for k in required if k not in found]
     if missing:
         raise ValueError(
-            f"{source}: missing metrics {', '.join(missing)}; it has {', '.join(sorted(metrics)) or 'none'}"
+            f"{source}: missing metrics {', '.join(missing)}; it has {', '.join(sorted(found)) or 'none'}"
         )
-    bad = [k for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found and not _is_number(found[k])]
+    bad = [k for k in (*required, *optional) if k in found and not is_number(found[k])]
     if bad:
         raise ValueError(f"{source}: metric {bad[0]}={found[bad[0]]!r} is not a number")
-    return {k: found[k] for k in (*METRIC_KEYS, *OPTIONAL_METRIC_KEYS) if k in found}
+    return {k: found[k] for k in (*required, *optional) if k in found}
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def benchmark_metrics(result: Any, engine: Engine, *, source: str = "the result JSON") -> dict[str, Any]:
+    """The metrics the operator returns, read from ``engine``'s result JSON."""
+    return engine.read_metrics(result, source)
+
+
+def result_metrics(data: bytes | None, engine: Engine, source: str) -> dict[str, Any]:
+    """The metrics of a finished benchmark from its uploaded result (``None``: no such object).
+
+    ``ValueError`` says what is wrong: no result, an unreadable one, or requests that failed.
+    """
+    if data is None:
+        raise ValueError(
+            f"the benchmark finished but {source} does not exist: did it save its result "
+            f"({engine.saved_result}) and upload it?"
+        )
+    try:
+        result = json.loads(data)
+        metrics = benchmark_metrics(result, engine, source=source)
+    except ValueError as error:
+        raise ValueError(f"cannot read the benchmark result: {error}") from None
+    unclean = failed_requests(metrics, result)
+    if unclean:
+        raise ValueError(f"{unclean} (result kept at {source})")
+    return metrics
+
+
+def failed_requests(metrics: Mapping[str, Any], result: Any) -> str | None:
+    """Why a benchmark whose requests failed is no measurement, or ``None`` when none failed.
+
+    Latencies and throughput over the requests that happened to succeed describe a different
+    load than the one asked for, so such a run must not become a baseline. vLLM saves the
+    per-request ``errors`` only with ``--save-detailed``; its log always prints them.
+    """
+    failed = metrics.get("failed")
+    if not is_number(failed) or failed <= 0:
+        return None
+    errors = result.get("errors") if isinstance(result, Mapping) else None
+    first = next((e for e in errors if isinstance(e, str) and e.strip()), None) if isinstance(errors, list) else None
+    total = failed + (metrics.get("completed") or 0)
+    said = f"; the first error: {first.strip()[:500]}" if first else "; the benchmark's log lists the errors"
+    return f"{failed:g} of {total:g} benchmark requests failed, so the run measured a different load{said}"
 
 
 def job_deadline(now: float, timeout_seconds: int, task_deadline: float | None, task_limit: str = TASK_LIMIT) -> tuple[float, str]:
@@ -381,12 +404,12 @@ def job_deadline(now: float, timeout_seconds: int, task_deadline: float | None, 
 
 __all__ = [
     "BENCHMARK_CONTAINER",
-    "DATASETS",
-    "METRIC_KEYS",
     "BenchmarkRun",
     "benchmark_metrics",
     "benchmark_script",
     "build_benchmark",
+    "failed_requests",
+    "result_metrics",
     "job_deadline",
     "render_benchmark_job",
     "result_object_uri",

@@ -1,18 +1,22 @@
-"""What to serve for an inference benchmark: JetStream on Pathways as a LeaderWorkerSet and its
-Service, and the names of everything a task creates. Pure: no I/O, no Airflow. The benchmark Job
-and its result are :mod:`pathways_airflow.spec.benchmark`.
+"""What to serve for an inference benchmark: one LeaderWorkerSet and its Service, whatever the
+engine, and the names of everything a task creates. Pure: no I/O, no Airflow. What runs in the
+server pod is the engine's (:mod:`pathways_airflow.spec.jetstream`,
+:mod:`pathways_airflow.spec.vllm`); the benchmark Job and its result are
+:mod:`pathways_airflow.spec.benchmark`.
 
-The layout is the one in Google's multi-host JetStream-on-Pathways manifests
-(``leaderworkerset.x-k8s.io/v1``): one group per slice, whose leader pod runs ``pathways-proxy``
-(38681), ``pathways-rm`` (38677), ``jax-tpu`` (the JetStream server, gRPC 9000) and
-``jetstream-http`` (8000, ``GET /healthcheck`` answers 500 until the model is loaded), and whose
-``VMs per slice`` worker pods run the Pathways worker on the TPUs. ``size`` is therefore
-``VMs + 1``. The leader does not request TPUs but sits on the slice's node pool (node selector and
-toleration), and the ``exclusive-topology`` annotation keeps one group per node pool.
+The layout on Pathways is the one in Google's multi-host JetStream-on-Pathways manifests
+(``leaderworkerset.x-k8s.io/v1``), which tpu-inference's multi-host GKE example shares: one group
+per slice, whose leader pod runs ``pathways-proxy`` (38681), ``pathways-rm`` (38677) and the
+engine's server, and whose ``VMs per slice`` worker pods run the Pathways worker on the TPUs.
+``size`` is therefore ``VMs + 1``. The leader does not request TPUs but sits on the slice's node
+pool (node selector and toleration), and the ``exclusive-topology`` annotation keeps one group per
+node pool. An engine that runs without Pathways (vLLM) can serve a one-VM slice from a single pod
+(``size`` 1) that holds the chips itself.
 
 Everything a user gives is checked before anything is rendered (:func:`build_server`,
-:func:`pathways_airflow.spec.benchmark.build_benchmark`), with the field, the value and the valid choices, so a bad DAG fails at
-parse time rather than after a TPU slice has been held for a 20-minute checkpoint restore.
+:func:`pathways_airflow.spec.benchmark.build_benchmark`), with the field, the value and the valid
+choices, so a bad DAG fails at parse time rather than after a TPU slice has been held for a
+20-minute checkpoint restore.
 
 Names (:func:`serving_names`). The LeaderWorkerSet's name ``N`` is the provider's workload name
 (``<slug>-<hash>``, at most 22 characters, deterministic per task instance). Everything derived
@@ -43,6 +47,7 @@ from typing import Any
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import ITEMS_DIR, join
+from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns_label
 from pathways_airflow.spec.render import IMAGE_REPOSITORY
@@ -56,6 +61,7 @@ from pathways_airflow.spec.workload import (
     EnvVar,
     is_dns_subdomain,
     env_vars_from,
+    optional_text,
     rendered_literal,
 )
 
@@ -63,24 +69,11 @@ LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 
 PROXY_PORT = 38681
+"""The Pathways proxy in the leader pod: what a server's JAX talks to (``grpc://127.0.0.1:38681``)."""
 RESOURCE_MANAGER_PORT = 38677
 WORKER_PORT = 38679
-GRPC_PORT = 9000
-"""JetStream's gRPC port: what ``benchmark_serving.py`` talks to."""
-HTTP_PORT = 8000
-"""``jetstream-http``: ``/healthcheck`` (500 until the model is loaded) and ``/generate``."""
-HEALTH_PATH = "/healthcheck"
+PATHWAYS_CONTAINERS = ("pathways-proxy", "pathways-rm")
 
-SERVER_CONTAINER = "jax-tpu"
-HTTP_CONTAINER = "jetstream-http"
-LEADER_CONTAINERS = ("pathways-proxy", "pathways-rm", SERVER_CONTAINER, HTTP_CONTAINER)
-
-DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-pathways:v0.2.0"
-DEFAULT_HTTP_IMAGE = "us-docker.pkg.dev/cloud-tpu-images/inference/jetstream-http:v0.2.3"
-ENGINE = "jetstream"
-"""The serving engine this module deploys, as recorded with each benchmark's metrics."""
-DEFAULT_CONFIG = "MaxText/configs/base.yml"
-"""The config path in JetStream's MaxText images (archived with JetStream: they keep the legacy layout)."""
 DEFAULT_STARTUP_SECONDS = 1800
 """A 405B model restores in 7–20 minutes; 30 minutes covers it with room for scheduling."""
 
@@ -88,11 +81,8 @@ MAX_SERVING_NAME = 50
 """Longest LeaderWorkerSet name whose derived names fit (see the module docstring)."""
 SERVICE_SUFFIX = "-svc"
 JOB_SUFFIX = "-bench"
-RESERVED_SERVER_ARGS = ("load_parameters_path", "model_name")
-"""MaxText settings the operator sets itself from ``checkpoint`` and ``model_name``."""
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
-_MAXTEXT_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)\Z", re.DOTALL)
 _TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -196,17 +186,23 @@ def checkpoint_items_uri(checkpoint: Any) -> str:
 
 
 @dataclass(frozen=True)
-class JetStreamServer:
-    """A valid JetStream-on-Pathways server; built by :func:`build_server`."""
+class InferenceServer:
+    """A valid server of one engine on one slice; built by :func:`build_server`."""
 
+    engine: Engine
     shape: SliceShape
-    model_name: str
-    load_parameters_path: str
-    pathways_dir: str
-    image: str = DEFAULT_SERVER_IMAGE
-    http_image: str = DEFAULT_HTTP_IMAGE
+    image: str
+    model_name: str | None = None
+    """The MaxText model name (``llama2-70b``) of the checkpoint."""
+    load_parameters_path: str | None = None
+    """The checkpoint's ``items`` directory; ``None`` when the engine serves ``hf_model``'s own weights."""
+    hf_model: str | None = None
+    """The Hugging Face model id vLLM serves (architecture and tokenizer)."""
+    on_pathways: bool = True
+    pathways_dir: str | None = None
+    http_image: str | None = None
     pathways_version: str = "latest"
-    config: str = DEFAULT_CONFIG
+    config: str | None = None
     server_args: tuple[str, ...] = ()
     env: tuple[EnvVar, ...] = ()
     image_pull_policy: str = "Always"
@@ -216,67 +212,94 @@ class JetStreamServer:
 
     @property
     def size(self) -> int:
-        """Pods per group: the leader plus one Pathways worker per TPU VM of the slice."""
-        return self.shape.vms + 1
+        """Pods per group: on Pathways the leader plus one worker per TPU VM; else the one server pod."""
+        return self.shape.vms + 1 if self.on_pathways else 1
 
 
 def build_server(
     *,
+    engine: Engine,
     checkpoint: Any,
     model_name: Any,
     topology: Any,
-    pathways_dir: Any,
+    pathways_dir: Any = None,
     tpu: Any = None,
     machine_type: Any = None,
-    image: Any = DEFAULT_SERVER_IMAGE,
-    http_image: Any = DEFAULT_HTTP_IMAGE,
+    image: Any = None,
+    http_image: Any = None,
     pathways_version: Any = "latest",
-    config: Any = DEFAULT_CONFIG,
+    config: Any = None,
     server_args: Any = None,
+    hf_model: Any = None,
+    pathways: Any = True,
     env: Any = None,
     image_pull_policy: Any = "Always",
     startup_seconds: Any = DEFAULT_STARTUP_SECONDS,
     node_selector: Any = None,
     service_account_name: Any = None,
-) -> JetStreamServer:
-    """Check everything a DAG author wrote and return the server, or raise one error listing every problem."""
+) -> InferenceServer:
+    """Check everything a DAG author wrote and return the server, or raise one error listing every
+    problem. What is common to every engine is checked here; the rest by ``engine.check_server``."""
     problems: list[SpecProblem] = []
+    model_name, hf_model, http_image, config = map(optional_text, (model_name, hf_model, http_image, config))
+    pathways = {"True": True, "true": True, "False": False, "false": False}.get(pathways, pathways) if isinstance(pathways, str) else pathways
     shape = None
     try:
         shape = slice_shape(resolve_machine_type(machine_type, tpu), topology)
     except InvalidWorkloadSpec as error:
         problems.extend(error.problems)
     items = None
-    try:
-        items = checkpoint_items_uri(checkpoint)
-    except InvalidWorkloadSpec as error:
-        problems.extend(error.problems)
-    if not isinstance(model_name, str) or not MODEL_NAME.match(model_name):
+    if checkpoint is not None:
+        try:
+            items = checkpoint_items_uri(checkpoint)
+        except InvalidWorkloadSpec as error:
+            problems.extend(error.problems)
+    if model_name is not None and (not isinstance(model_name, str) or not MODEL_NAME.match(model_name)):
         problems.append(
             SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
         )
-    if not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir):
+    if not isinstance(pathways, bool):
+        problems.append(SpecProblem("pathways", pathways, "must be True or False", ("True", "False")))
+    elif not pathways:
+        if not engine.runs_without_pathways:
+            problems.append(SpecProblem("pathways", pathways, f"engine={engine.name!r} serves only on Pathways"))
+        elif shape is not None and shape.vms != 1:
+            problems.append(
+                SpecProblem(
+                    "pathways",
+                    pathways,
+                    f"without Pathways one pod serves, so the slice must be one TPU VM; {shape.topology} "
+                    f"of {shape.machine_type.name} is {shape.vms}",
+                )
+            )
+    if pathways is not False and (not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir)):
         problems.append(
             SpecProblem(
                 "pathways_dir", pathways_dir, "must be a gs://BUCKET/PATH for Pathways' scratch files"
             )
         )
-    for name, value in (("image", image), ("http_image", http_image)):
-        if not isinstance(value, str) or not IMAGE_REFERENCE.match(value):
-            problems.append(SpecProblem(name, value, "must be a non-empty container image reference"))
+    image = engine.default_image if image is None else image
+    if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
+        problems.append(SpecProblem("image", image, "must be a non-empty container image reference"))
     if not isinstance(pathways_version, str) or not IMAGE_TAG.match(pathways_version):
         problems.append(
             SpecProblem(
                 "pathways_version", pathways_version, "must be an image tag such as 'latest' or 'jax-0.5.3'"
             )
         )
-    if not isinstance(config, str) or not config.strip() or "=" in config or any(c.isspace() for c in config):
-        problems.append(
-            SpecProblem(
-                "config", config, "must be a MaxText config file path such as 'MaxText/configs/base.yml'"
-            )
-        )
-    args = _server_args(problems, server_args)
+    engine.check_server(
+        problems,
+        {
+            "checkpoint": items,
+            "model_name": model_name,
+            "hf_model": hf_model,
+            "http_image": http_image,
+            "config": config,
+            "pathways": pathways,
+            "env": env,
+        },
+    )
+    args = engine.server_args(problems, server_args)
     env_vars = env_vars_from(problems, "env", env)
     if image_pull_policy not in IMAGE_PULL_POLICIES:
         problems.append(
@@ -287,13 +310,16 @@ def build_server(
     selector = _node_selector(problems, node_selector)
     service_account_problems(problems, service_account_name)
     raise_if_any(problems)
-    assert shape is not None and items is not None and startup is not None
-    return JetStreamServer(
+    assert shape is not None and startup is not None
+    return InferenceServer(
+        engine=engine,
         shape=shape,
+        image=image,
         model_name=model_name,
         load_parameters_path=items,
-        pathways_dir=pathways_dir,
-        image=image,
+        hf_model=hf_model,
+        on_pathways=pathways,
+        pathways_dir=pathways_dir if pathways else None,
         http_image=http_image,
         pathways_version=pathways_version,
         config=config,
@@ -306,39 +332,11 @@ def build_server(
     )
 
 
-def _server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
-    """MaxText ``key=value`` settings after the config file; never the two the operator owns."""
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        problems.append(
-            SpecProblem(
-                "server_args",
-                value,
-                "must be a list of MaxText key=value strings, e.g. ['per_device_batch_size=10']",
-            )
-        )
-        return ()
-    args: list[str] = []
-    for item in value:
-        match = _MAXTEXT_ARG.match(item) if isinstance(item, str) and "\x00" not in item else None
-        if match is None:
-            problems.append(
-                SpecProblem("server_args", item, "every item must be a MaxText key=value setting")
-            )
-        elif match.group(1) in RESERVED_SERVER_ARGS:
-            problems.append(
-                SpecProblem(
-                    "server_args",
-                    item,
-                    f"{match.group(1)} is set from the operator's "
-                    f"{'checkpoint' if match.group(1) == 'load_parameters_path' else 'model_name'} parameter",
-                    RESERVED_SERVER_ARGS,
-                )
-            )
-        else:
-            args.append(item)
-    return tuple(args)
+def text_problem(problems: list[SpecProblem], name: str, value: Any, what: str) -> None:
+    """A problem unless ``value`` is a string with something in it and nothing a shell or log would
+    read differently (no control characters)."""
+    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        problems.append(SpecProblem(name, value, what))
 
 
 def service_account_problems(problems: list[SpecProblem], value: Any) -> None:
@@ -383,7 +381,8 @@ def _node_selector(problems: list[SpecProblem], value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def _tpu_pod_spec(server: JetStreamServer, containers: list[dict[str, Any]]) -> dict[str, Any]:
+def tpu_pod_spec(server: InferenceServer, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pod of the server's group: on the slice's node pool, tolerating its TPU taint."""
     spec: dict[str, Any] = {
         "nodeSelector": {
             **server.node_selector,
@@ -398,50 +397,42 @@ def _tpu_pod_spec(server: JetStreamServer, containers: list[dict[str, Any]]) -> 
     return spec
 
 
-def _pathways_image(server: JetStreamServer, name: str) -> str:
+def _pathways_image(server: InferenceServer, name: str) -> str:
     return f"{IMAGE_REPOSITORY}/{name}:{server.pathways_version}"
 
 
-def _health_probe(period: int, failures: int) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": HEALTH_PATH, "port": HTTP_PORT, "scheme": "HTTP"},
-        "periodSeconds": period,
-        "failureThreshold": failures,
-    }
-
-
-def _server_container(server: JetStreamServer) -> dict[str, Any]:
-    """``jax-tpu``: JetStream with MaxText on Pathways.
+def health_probes(server: InferenceServer) -> dict[str, Any]:
+    """The server container's probes, all on the engine's health check.
 
     The startup probe gives the server as long as the operator waits (``startup_seconds``), so the
     kubelet never restarts a restore the operator is still willing to wait for, and the operator
     never waits on a server the kubelet has given up on.
     """
-    container: dict[str, Any] = {
-        "name": SERVER_CONTAINER,
-        "image": server.image,
-        "imagePullPolicy": server.image_pull_policy,
-        "args": [
-            server.config,
-            f"model_name={server.model_name}",
-            f"load_parameters_path={server.load_parameters_path}",
-            *server.server_args,
-        ],
-        "ports": [{"containerPort": GRPC_PORT}],
-        "startupProbe": _health_probe(10, max(1, math.ceil(server.startup_seconds / 10))),
-        "livenessProbe": _health_probe(60, 10),
-        "readinessProbe": _health_probe(10, 6),
+
+    def probe(period: int, failures: int) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": server.engine.health_path, "port": server.engine.http_port, "scheme": "HTTP"},
+            "periodSeconds": period,
+            "failureThreshold": failures,
+        }
+
+    return {
+        "startupProbe": probe(10, max(1, math.ceil(server.startup_seconds / 10))),
+        "livenessProbe": probe(60, 10),
+        "readinessProbe": probe(10, 6),
     }
-    if server.env:
-        container["env"] = [dict(e) for e in server.env]
-    return container
 
 
-def _leader_containers(server: JetStreamServer) -> list[dict[str, Any]]:
+def tpu_limits(server: InferenceServer) -> dict[str, Any]:
+    """The chips of one TPU VM: what a pod that drives the TPUs itself requests."""
+    return {"limits": {TPU_RESOURCE: str(server.shape.chips_per_vm)}}
+
+
+def _pathways_containers(server: InferenceServer) -> list[dict[str, Any]]:
     scratch = f"--gcs_scratch_location={server.pathways_dir}"
     return [
         {
-            "name": "pathways-proxy",
+            "name": PATHWAYS_CONTAINERS[0],
             "image": _pathways_image(server, "proxy_server"),
             "imagePullPolicy": "Always",
             "args": [
@@ -452,7 +443,7 @@ def _leader_containers(server: JetStreamServer) -> list[dict[str, Any]]:
             "ports": [{"containerPort": PROXY_PORT}],
         },
         {
-            "name": "pathways-rm",
+            "name": PATHWAYS_CONTAINERS[1],
             "image": _pathways_image(server, "server"),
             "imagePullPolicy": "Always",
             "env": [
@@ -468,17 +459,10 @@ def _leader_containers(server: JetStreamServer) -> list[dict[str, Any]]:
             ],
             "ports": [{"containerPort": RESOURCE_MANAGER_PORT}],
         },
-        _server_container(server),
-        {
-            "name": HTTP_CONTAINER,
-            "image": server.http_image,
-            "imagePullPolicy": server.image_pull_policy,
-            "ports": [{"containerPort": HTTP_PORT}],
-        },
     ]
 
 
-def _worker_container(server: JetStreamServer) -> dict[str, Any]:
+def _worker_container(server: InferenceServer) -> dict[str, Any]:
     return {
         "name": "worker",
         "image": _pathways_image(server, "server"),
@@ -489,7 +473,7 @@ def _worker_container(server: JetStreamServer) -> dict[str, Any]:
             f"--gcs_scratch_location={server.pathways_dir}",
         ],
         "ports": [{"containerPort": WORKER_PORT}],
-        "resources": {"limits": {TPU_RESOURCE: str(server.shape.chips_per_vm)}},
+        "resources": tpu_limits(server),
     }
 
 
@@ -505,7 +489,7 @@ def object_metadata(
 
 
 def render_leaderworkerset(
-    server: JetStreamServer,
+    server: InferenceServer,
     *,
     name: str,
     namespace: str,
@@ -514,31 +498,33 @@ def render_leaderworkerset(
 ) -> dict[str, Any]:
     """The LeaderWorkerSet serving ``server``: one group on one slice, one node pool to itself.
 
-    ``labels`` go on the LeaderWorkerSet and on every pod, so a task's pods are found by its
-    task-key label as well as by the LWS name.
+    On Pathways the leader runs the proxy, the resource manager and the engine's containers, and
+    the workers hold the chips. Without Pathways the group is one pod, given by ``workerTemplate``
+    alone (LWS uses it for the leader when ``leaderTemplate`` is absent), whose server container
+    holds the chips. ``labels`` go on the LeaderWorkerSet and on every pod, so a task's pods are
+    found by its task-key label as well as by the LWS name.
     """
     names_for(name)
-    template_metadata = {"labels": dict(labels)} if labels else {}
+    template_metadata = {"metadata": {"labels": dict(labels)}} if labels else {}
+    serving = server.engine.serving_containers(server)
+    if server.on_pathways:
+        templates = {
+            "leaderTemplate": {
+                **template_metadata,
+                "spec": tpu_pod_spec(server, [*_pathways_containers(server), *serving]),
+            },
+            "workerTemplate": {**template_metadata, "spec": tpu_pod_spec(server, [_worker_container(server)])},
+        }
+    else:
+        holder = {**serving[0], "resources": tpu_limits(server)}
+        templates = {"workerTemplate": {**template_metadata, "spec": tpu_pod_spec(server, [holder, *serving[1:]])}}
     return {
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
         "metadata": object_metadata(
             name, namespace, labels, {**(annotations or {}), well_known.LWS_EXCLUSIVE_TOPOLOGY: well_known.NODEPOOL}
         ),
-        "spec": {
-            "replicas": 1,
-            "leaderWorkerTemplate": {
-                "size": server.size,
-                "leaderTemplate": {
-                    **({"metadata": dict(template_metadata)} if template_metadata else {}),
-                    "spec": _tpu_pod_spec(server, _leader_containers(server)),
-                },
-                "workerTemplate": {
-                    **({"metadata": dict(template_metadata)} if template_metadata else {}),
-                    "spec": _tpu_pod_spec(server, [_worker_container(server)]),
-                },
-            },
-        },
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": server.size, **templates}},
     }
 
 
@@ -549,14 +535,14 @@ def service_selector(lws_name: str) -> dict[str, str]:
 
 def render_service(
     *,
+    engine: Engine,
     name: str,
     namespace: str,
     lws_name: str,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The server's Service: ``jetstream-http`` (8000) for health and ``/generate``, gRPC (9000)
-    for the benchmark.
+    """The server's Service: the engine's health and serving port, and the port its benchmark talks to.
 
     Its name differs from the LeaderWorkerSet's: LWS creates a headless Service of that name itself.
     """
@@ -570,21 +556,18 @@ def render_service(
         "metadata": object_metadata(name, namespace, labels, annotations),
         "spec": {
             "selector": service_selector(lws_name),
-            "ports": [
-                {"name": HTTP_CONTAINER, "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT},
-                {"name": "jetstream-grpc", "protocol": "TCP", "port": GRPC_PORT, "targetPort": GRPC_PORT},
-            ],
+            "ports": [dict(port) for port in engine.service_ports],
         },
     }
 
 
 __all__ = [
-    "GRPC_PORT",
-    "HTTP_PORT",
-    "JetStreamServer",
+    "DEFAULT_STARTUP_SECONDS",
+    "InferenceServer",
     "ServingNames",
     "build_server",
     "checkpoint_items_uri",
+    "health_probes",
     "names_for",
     "render_leaderworkerset",
     "render_service",

@@ -1,4 +1,4 @@
-"""Where a JetStream server's start-up stands, read from its LeaderWorkerSet and pods, and how a
+"""Where a serving engine's start-up stands, read from its LeaderWorkerSet and pods, and how a
 failed start or benchmark is reported (which exception, with what to read). Pure.
 
 The LeaderWorkerSet's ``Available`` condition and the ``leaderworkerset.sigs.k8s.io/worker-index``
@@ -16,7 +16,6 @@ from typing import Any
 from pathways_airflow import well_known
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.resources import JOB, LEADERWORKERSET, Resource
-from pathways_airflow.spec.serving import SERVER_CONTAINER
 from pathways_airflow.state.conditions import condition, is_true
 from pathways_airflow.state.jobs import JobOutcome
 from pathways_airflow.state.outcome import failed_job_exception
@@ -55,7 +54,7 @@ def first_crash(pods: Sequence[Mapping[str, Any]], container: str) -> ContainerE
 
 @dataclass(frozen=True)
 class ServerProgress:
-    """Where a JetStream server's start-up stands, from its LeaderWorkerSet and pods."""
+    """Where a server's start-up stands, from its LeaderWorkerSet and pods."""
 
     available: bool
     leader: str | None
@@ -77,10 +76,12 @@ def pod_state(pod: Mapping[str, Any]) -> str:
     return phase.lower()
 
 
-def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]) -> ServerProgress:
-    """Is the server's group Available, who leads it, and did the JetStream container crash?
+def server_progress(
+    lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], server_container: str
+) -> ServerProgress:
+    """Is the server's group Available, who leads it, and did its ``server_container`` crash?
 
-    Only ``jax-tpu`` crashes count: a JetStream server that exits during start-up (a bad setting,
+    Only the engine's server container counts: a server that exits during start-up (a bad setting,
     an unreadable checkpoint) exits again every time LWS recreates its group, so waiting on it
     only holds the slice. A pod stopped by the platform (``DisruptionTarget``: maintenance,
     preemption) did not crash: LWS recreates its group and the wait goes on.
@@ -93,7 +94,7 @@ def server_progress(lws: Mapping[str, Any] | None, pods: Sequence[Mapping[str, A
         (p for p in live if (p["metadata"].get("labels") or {}).get(well_known.LWS_WORKER_INDEX) == "0"), None
     )
     disrupted = leader is not None and is_true(leader, "DisruptionTarget")
-    crash = crashed_container(leader, SERVER_CONTAINER) if leader and not disrupted else None
+    crash = crashed_container(leader, server_container) if leader and not disrupted else None
     running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
     ready = sum(1 for p in live if is_true(p, "Ready"))
     if is_true(lws, "Available"):
@@ -141,10 +142,10 @@ def server_hint(namespace: str, lws: str) -> str:
 
 
 def server_crashed(namespace: str, lws: str, crash: ContainerExit, quoted: str) -> UserCodeError:
-    """A JetStream server that exits while starting exits again in every group LWS recreates:
+    """A server that exits while starting exits again in every group LWS recreates:
     the program's failure (a bad setting, an unreadable checkpoint), not retried."""
     return UserCodeError(
-        f"the JetStream server of {namespace}/{lws} exited with code {crash.exit_code}"
+        f"the server of {namespace}/{lws} exited with code {crash.exit_code}"
         f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
         f"{quoted}\n{server_hint(namespace, lws)}",
         exit_code=crash.exit_code,
@@ -157,7 +158,7 @@ def server_timed_out(
     """A server still not serving at ``startup_timeout``: scheduling or a slow restore, so a retry may succeed."""
     recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
     return InfrastructureError(
-        f"the JetStream server {namespace}/{lws} did not serve within startup_timeout="
+        f"the server {namespace}/{lws} did not serve within startup_timeout="
         f"{startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n{quoted}\n{server_hint(namespace, lws)}"
     )
 

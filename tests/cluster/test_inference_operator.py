@@ -1,4 +1,5 @@
-"""Inference benchmark operators in-process against the local cluster: deploy, serve, benchmark, tear down.
+"""Inference benchmark operators with JetStream in-process against the local cluster: deploy, serve,
+benchmark, tear down. (vLLM: ``test_vllm_operator.py``.)
 
 Every test ends by checking that nothing of the task is left: no LeaderWorkerSet, Service, Job
 or pod, including the headless Service LWS creates itself.
@@ -22,11 +23,11 @@ from pathways_airflow.operators import (
 )
 from pathways_airflow.resources import JOB, SERVICE
 from pathways_airflow.spec import TaskIdentity
-from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.spec.benchmark import METRIC_KEYS
+from pathways_airflow.spec.jetstream import METRIC_KEYS
 from pathways_airflow.spec.serving import serving_names
 from tests.support.connections import connect
 from tests.support.gcs import gcs_bucket
+from tests.support.serving import eventually_nothing_left, leftovers
 from tests.support.task_instance import TaskInstance
 from tests.support.triggers import first_event, killed_after
 
@@ -55,6 +56,7 @@ def checkpoint(bucket) -> dict:
 
 def server_params(checkpoint, **overrides) -> dict:
     params = dict(
+        engine="jetstream",
         checkpoint=checkpoint,
         model_name="llama2-7b",
         tpu="v5e",
@@ -84,35 +86,6 @@ def benchmark(task_id: str, checkpoint, **overrides) -> InferenceBenchmarkOperat
     )
     params.update(overrides)
     return InferenceBenchmarkOperator(task_id=task_id, **params)
-
-
-def leftovers(cluster, identity: TaskIdentity) -> list[str]:
-    """Everything of the task still in the cluster (objects terminating count)."""
-    names = serving_names(identity)
-    found = []
-    for api, kind in (
-        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-        ("v1", "Service"),
-        ("batch/v1", "Job"),
-    ):
-        found += [
-            f"{kind}/{o['metadata']['name']}"
-            for o in cluster.list(api, kind, "default", labels={TASK_KEY_LABEL: identity.key})
-        ]
-    found += [f"Service/{names.lws}"] if cluster.get("v1", "Service", names.lws) else []
-    for labels in (
-        {"leaderworkerset.sigs.k8s.io/name": names.lws},
-        {"batch.kubernetes.io/job-name": names.job},
-    ):
-        found += [f"Pod/{p['metadata']['name']}" for p in cluster.list("v1", "Pod", "default", labels=labels)]
-    return found
-
-
-def eventually_nothing_left(cluster, identity: TaskIdentity, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (left := leftovers(cluster, identity)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == []
 
 
 def test_benchmark_returns_every_metric_and_leaves_nothing(pathways_cluster, checkpoint, bucket):
@@ -185,7 +158,7 @@ def test_a_server_that_crashes_while_starting_fails_at_once_with_its_log(pathway
         op.execute({"ti": ti})
 
     message = str(failure.value)
-    assert "JetStream server" in message and "exited with code 1" in message
+    assert f"the server of default/{serving_names(identity).lws} exited with code 1" in message
     assert "PATHWAYS_TESTING_TTFT_MS=-5.0: must be >= 0" in message
     assert time.monotonic() - started < 30  # not the 120 s startup_timeout
     assert leftovers(pathways_cluster, identity) == []
@@ -292,8 +265,9 @@ def test_deploy_serves_a_retry_adopts_it_and_teardown_deletes_it(pathways_cluste
         "name": names.lws,
         "service": names.service,
         "namespace": "default",
+        "engine": "jetstream",
         "http_port": 8000,
-        "grpc_port": 9000,
+        "benchmark_port": 9000,
         "task_key": identity.key,
     }
     reply = PathwaysHook().request(

@@ -212,7 +212,7 @@ def serving_checkpoint(bucket) -> dict:
 
 def server_params(bucket) -> dict:
     return dict(
-        checkpoint=serving_checkpoint(bucket), model_name="llama2-7b", tpu="v5e", topology="2x4", pathways_dir=f"gs://{BUCKET}/tmp",
+        engine="jetstream", checkpoint=serving_checkpoint(bucket), model_name="llama2-7b", tpu="v5e", topology="2x4", pathways_dir=f"gs://{BUCKET}/tmp",
         env={"PATHWAYS_TESTING_WARMUP_SECONDS": "30", "PATHWAYS_TESTING_TTFT_MS": "2", "PATHWAYS_TESTING_TPOT_MS": "1"},
         startup_timeout=120, poll_interval=0.05, cleanup_timeout=20,
     )

@@ -67,7 +67,7 @@ def test_the_asset_watcher_variant_converts_a_checkpoint_written_outside_airflow
     assert bucket.blob(f"{base}/serving/llama2-7b-step-300/checkpoints/0/commit_success.txt").exists()
 
 
-def test_nightly_benchmark_passes_steady_runs_and_fails_an_injected_regression(airflow_env, bucket, tmp_path):
+def test_nightly_benchmark_on_either_engine_passes_steady_runs_and_fails_an_injected_regression(airflow_env, bucket, tmp_path):
     base = f"e2e-nightly-{uuid.uuid4().hex[:6]}"
     serving = f"{base}/serving/checkpoints/0"
     bucket.blob(f"{serving}/items/params.bin").upload_from_string(b"weights")
@@ -89,6 +89,10 @@ def test_nightly_benchmark_passes_steady_runs_and_fails_an_injected_regression(a
     assert first.states == {"newest_serving_checkpoint": "success", "benchmark": "success", "check_regression": "success"}, first.output[-4000:]
     assert "no baseline yet" in first.output
 
+    other_engine = night("jetstream", engine="jetstream")  # the archived engine, end to end
+    assert other_engine.states == first.states, other_engine.output[-4000:]
+    assert "no baseline yet" in other_engine.output  # never compared with vLLM's runs
+
     steady = night("steady")
     assert steady.states["check_regression"] == "success", steady.output[-4000:]
     assert "no regression" in steady.output
@@ -99,7 +103,8 @@ def test_nightly_benchmark_passes_steady_runs_and_fails_an_injected_regression(a
     assert "BenchmarkRegressionError" in slower.output and "median_ttft_ms" in slower.output
 
     runs = json.loads(bucket.blob(history).download_as_bytes())["runs"]
-    assert [bool(r["regressions"]) for r in runs] == [False, False, True]
+    assert [bool(r["regressions"]) for r in runs] == [False, False, False, True]
+    assert [r["engine"] for r in runs] == ["vllm", "jetstream", "vllm", "vllm"]
     assert "median_ttft_ms" in runs[-1]["regressions"]
     report = (tmp_path / "slower" / "report.md").read_text()
     assert "REGRESS" in report and "| median_ttft_ms" in report

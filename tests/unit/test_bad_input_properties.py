@@ -501,6 +501,7 @@ def test_conversion_operator_renders_a_valid_job_or_names_the_bad_parameter(chan
 # --- InferenceBenchmarkOperator, Deploy, Teardown --------------------------------------------------
 
 SERVER_BASELINE = dict(
+    engine="jetstream",
     checkpoint={"uri": "gs://my-bucket/serving/checkpoints/0", "items_uri": "gs://my-bucket/serving/checkpoints/0/items"},
     model_name="llama2-7b",
     tpu="v6e",
@@ -508,8 +509,11 @@ SERVER_BASELINE = dict(
     pathways_dir="gs://my-bucket/pathways",
 )
 SERVER_POOL = pools(
+    engine=st.sampled_from(["vllm", "jetstream", "tgi", None]),
     checkpoint=st.one_of(st.none(), TEXT, st.fixed_dictionaries({}, optional={"uri": TEXT, "items_uri": TEXT})),
     model_name=TEXT,
+    hf_model=st.one_of(st.none(), st.just("Qwen/Qwen3-30B-A3B"), TEXT),
+    pathways=st.one_of(st.booleans(), TEXT),
     topology=st.sampled_from(["2x2", "2x4", "4x4", "3x3", "2x2x1"]),
     pathways_dir=TEXT,
     tpu=st.sampled_from(["v5e", "v6e", "v5p", "bad", None]),
@@ -543,7 +547,8 @@ BENCHMARK_POOL = {
         num_prompts=NUMBER,
         request_rate=NUMBER,
         max_output_length=NUMBER,
-        dataset=st.sampled_from(["test", "sharegpt", "mmlu", "nope"]),
+        dataset=st.sampled_from(["test", "random", "sharegpt", "mmlu", "nope"]),
+        max_concurrency=st.one_of(st.none(), NUMBER),
         results_uri=TEXT,
         dataset_path=st.one_of(st.none(), TEXT),
         tokenizer=st.one_of(st.none(), TEXT),

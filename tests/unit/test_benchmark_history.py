@@ -27,7 +27,7 @@ from pathways_airflow.benchmark_history import (
     verdict,
     with_run,
 )
-from pathways_airflow.spec.benchmark import METRIC_KEYS
+from pathways_airflow.spec.jetstream import METRIC_KEYS
 
 # What InferenceBenchmarkOperator returns for a llama2-7b run on a v5e-8 (rounded).
 TONIGHT = {

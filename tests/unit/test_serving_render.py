@@ -17,9 +17,7 @@ from pathways_airflow.spec import MACHINE_TYPES, TaskIdentity
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.state.serving import crashed_container, server_progress
 from pathways_airflow.spec.benchmark import (
-    DATASETS,
     JOB_DEADLINE_GRACE,
-    METRIC_KEYS,
     benchmark_metrics,
     benchmark_script,
     build_benchmark,
@@ -36,6 +34,7 @@ from pathways_airflow.spec.serving import (
     render_service,
     serving_names,
 )
+from pathways_airflow.spec.jetstream import DATASETS, ENGINE as JETSTREAM, METRIC_KEYS
 from pathways_airflow.spec.tpu import slice_shape, topologies_by_size
 from pathways_airflow_testing.programs.args import command_tokens, parse_params
 from pathways_airflow_testing.programs.benchmark import copy_destination
@@ -44,8 +43,9 @@ CHECKPOINT = {
     "uri": "gs://my-bucket/serving/run/checkpoints/0",
     "items_uri": "gs://my-bucket/serving/run/checkpoints/0/items",
 }
-SERVER = dict(checkpoint=CHECKPOINT, model_name="llama2-70b", pathways_dir="gs://my-bucket/pathways")
+SERVER = dict(engine=JETSTREAM, checkpoint=CHECKPOINT, model_name="llama2-70b", pathways_dir="gs://my-bucket/pathways")
 BENCHMARK = dict(
+    engine=JETSTREAM,
     model_name="llama2-70b", dataset="test", num_prompts=100, request_rate=4, max_output_length=1024
 )
 LABELS = TaskIdentity("nightly", "bench", "scheduled__2026-11-22T00:00:00+00:00").labels()
@@ -189,6 +189,7 @@ def test_labels_reach_every_pod_and_the_service_selects_only_the_leader(schema_v
         == template["workerTemplate"]["metadata"]["labels"]
     )
     service = render_service(
+        engine=JETSTREAM,
         name="bench-abcdefgh-svc", namespace="serving", lws_name="bench-abcdefgh", labels=LABELS
     )
     assert service["spec"]["selector"] == {
@@ -203,7 +204,7 @@ def test_labels_reach_every_pod_and_the_service_selects_only_the_leader(schema_v
 
 def test_the_service_keeps_the_seed_services_http_port(upstream_samples):
     _, seeded = seed(upstream_samples)
-    service = render_service(name="x-svc", namespace="serving", lws_name="x")
+    service = render_service(engine=JETSTREAM, name="x-svc", namespace="serving", lws_name="x")
     assert seeded["spec"]["ports"][0] in service["spec"]["ports"]
 
 
@@ -266,6 +267,7 @@ def test_result_object_is_the_json_given_or_one_per_server_in_a_directory():
 def test_every_problem_is_reported_at_once_with_field_value_and_choices():
     with pytest.raises(InvalidWorkloadSpec) as server_error:
         build_server(
+            engine=JETSTREAM,
             checkpoint="s3://elsewhere/items",
             model_name="llama 2",
             tpu="v6e",
@@ -293,6 +295,7 @@ def test_every_problem_is_reported_at_once_with_field_value_and_choices():
 
     with pytest.raises(InvalidWorkloadSpec) as benchmark_error:
         build_benchmark(
+            engine=JETSTREAM,
             model_name="m",
             dataset="imagenet",
             num_prompts=0,
@@ -301,7 +304,7 @@ def test_every_problem_is_reported_at_once_with_field_value_and_choices():
             extra_args=["--port", "8000"],
         )
     message = str(benchmark_error.value)
-    assert f"dataset='imagenet': not a benchmark_serving.py dataset; valid: {', '.join(DATASETS)}" in message
+    assert f"dataset='imagenet': not a dataset of the benchmark of engine='jetstream'; valid: {', '.join(DATASETS)}" in message
     assert "num_prompts=0: must be a positive integer" in message
     assert "request_rate='fast'" in message and "max_output_length='x'" in message
     assert "benchmark_args='--port': is set by the operator's own parameters" in message
@@ -414,7 +417,7 @@ def jetstream_result(**overrides: Any) -> dict[str, Any]:
 
 
 def test_metrics_are_read_with_every_key():
-    metrics = benchmark_metrics(jetstream_result())
+    metrics = benchmark_metrics(jetstream_result(), JETSTREAM)
     assert list(metrics) == [*METRIC_KEYS, "total_input_tokens", "total_output_tokens"]
     assert metrics["completed"] == 100
 
@@ -422,16 +425,16 @@ def test_metrics_are_read_with_every_key():
 def test_older_results_with_the_misspelled_request_throughput_are_read():
     result = jetstream_result()
     result["metrics"]["request_inthroughput"] = result["metrics"].pop("request_throughput")
-    assert benchmark_metrics(result)["request_throughput"] == 1.5
+    assert benchmark_metrics(result, JETSTREAM)["request_throughput"] == 1.5
 
 
 def test_a_result_without_its_metrics_says_which_are_missing():
     result = jetstream_result()
     del result["metrics"]["p99_ttst_ms"], result["metrics"]["duration"]
     with pytest.raises(ValueError, match="gs://b/r.json: missing metrics p99_ttst_ms, duration"):
-        benchmark_metrics(result, source="gs://b/r.json")
+        benchmark_metrics(result, JETSTREAM, source="gs://b/r.json")
     with pytest.raises(ValueError, match="metric completed='100' is not a number"):
-        benchmark_metrics(jetstream_result(completed="100"))
+        benchmark_metrics(jetstream_result(completed="100"), JETSTREAM)
 
 
 # --- reading the server and the Job --------------------------------------------------------------
@@ -463,10 +466,10 @@ def lws_status(*conditions: tuple[str, str]) -> dict[str, Any]:
 
 def test_server_progress_waits_for_available_and_names_the_leader():
     pods = [pod("s-0", "0", ready=False), pod("s-0-1", "1"), pod("s-0-2", "2", phase="Pending", ready=False)]
-    progress = server_progress(lws_status(("Progressing", "True")), pods)
+    progress = server_progress(lws_status(("Progressing", "True")), pods, "jax-tpu")
     assert not progress.available and progress.leader == "s-0" and progress.crash is None
     assert progress.summary == "2/3 pods running, 1 ready; leader s-0 running"
-    assert server_progress(lws_status(("Available", "True"), ("Progressing", "False")), pods).available
+    assert server_progress(lws_status(("Available", "True"), ("Progressing", "False")), pods, "jax-tpu").available
 
 
 def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
@@ -478,7 +481,7 @@ def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
             "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
         }
     ]
-    progress = server_progress(lws_status(("Progressing", "True")), [pod("s-0", "0", statuses=crashed)])
+    progress = server_progress(lws_status(("Progressing", "True")), [pod("s-0", "0", statuses=crashed)], "jax-tpu")
     assert progress.crash is not None and (progress.crash.exit_code, progress.crash.restarted) == (1, True)
     stopped = pod(
         "s-0", "0", phase="Failed", statuses=[{"name": "jax-tpu", "state": {"terminated": {"exitCode": 143}}}]
@@ -486,7 +489,7 @@ def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
     stopped["status"]["conditions"].append(
         {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
     )
-    assert server_progress(lws_status(("Progressing", "True")), [stopped]).crash is None
+    assert server_progress(lws_status(("Progressing", "True")), [stopped], "jax-tpu").crash is None
     sidecar = [{"name": "pathways-proxy", "state": {"terminated": {"exitCode": 137}}}]
     assert crashed_container(pod("s-0", "0", statuses=sidecar), "jax-tpu") is None
     clean = [{"name": "jax-tpu", "state": {"terminated": {"exitCode": 0}}}]
@@ -498,10 +501,10 @@ def test_a_jetstream_crash_is_seen_now_or_after_its_restart():
 
 def operator(**overrides: Any) -> InferenceBenchmarkOperator:
     params = dict(
-        **SERVER,
+        **{**SERVER, "engine": "jetstream"},
         tpu="v5e",
         topology="2x4",
-        **{k: v for k, v in BENCHMARK.items() if k != "model_name"},
+        **{k: v for k, v in BENCHMARK.items() if k not in ("model_name", "engine")},
         results_uri="gs://my-bucket/results/",
     )
     return InferenceBenchmarkOperator(task_id="bench", **{**params, **overrides})
@@ -531,7 +534,7 @@ def test_bad_parameters_fail_at_parse_time_and_templates_wait_for_rendering():
 def test_the_benchmark_defers_by_the_operators_default_deferrable_setting(configured, tmp_path):
     code = (
         "from pathways_airflow.operators import InferenceBenchmarkOperator as Op;"
-        "print(Op(task_id='b', checkpoint='gs://bkt/c/0/items', model_name='llama2-7b', tpu='v5e', topology='2x4',"
+        "print(Op(task_id='b', engine='jetstream', checkpoint='gs://bkt/c/0/items', model_name='llama2-7b', tpu='v5e', topology='2x4',"
         " pathways_dir='gs://bkt/p', num_prompts=1, request_rate=1, max_output_length=1, dataset='test',"
         " results_uri='gs://bkt/r/').deferrable)"
     )

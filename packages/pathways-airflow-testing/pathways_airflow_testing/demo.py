@@ -5,7 +5,7 @@ What it shows, with no cloud account: the ``pathways_train_convert_infer`` DAG r
 with TPU slices and the GCS emulator (:mod:`pathways_airflow_testing`). Midway through training
 it puts one of the training slices into host maintenance; the training task resubmits the
 workload and resumes from the newest committed checkpoint instead of step 0. Then the final
-checkpoint is converted, served with JetStream and benchmarked, and the benchmark is added to
+checkpoint is converted, served with vLLM and benchmarked, and the benchmark is added to
 its history with a report and a plot.
 
 Progress is printed as it happens (the pipeline's own log lines, one per state change); the end

@@ -5,11 +5,16 @@ picks a stand-in from the container's command line, environment and image, by th
 this order (the first that matches wins):
 
 1. ``PATHWAYS_TESTING_PROGRAM`` in the container's environment names the stand-in outright:
-   ``training``, ``conversion``, ``jetstream``, ``benchmark``, ``idle`` or ``exit``.
+   ``training``, ``conversion``, ``jetstream``, ``benchmark``, ``vllm``, ``vllm_bench``, ``idle``
+   or ``exit``.
 2. The command line (``command`` + ``args``; a ``sh``/``bash -c`` script is split into words,
    with ``$VAR`` taken from the container's environment). Only program words count, not
    ``key=value`` settings, ``--flags`` or ``gs://`` paths:
 
+   * ``vllm bench …`` (the word ``vllm``, a path ending in ``/vllm``, or the module
+     ``vllm.entrypoints.cli.main`` run by ``python3 -m``, followed by ``bench``) → ``vllm_bench``
+   * ``vllm serve …`` (the same three spellings), or ``-m vllm.entrypoints.openai.api_server``
+     → ``vllm``. Both vLLM rules come first: a vLLM command's flags may name anything.
    * ``generate_param_only_checkpoint`` (module or script) → ``conversion``
    * ``maxtext.trainers.pre_train.train`` or ``MaxText.train`` (any ``*.train`` module) or a
      ``train.py`` script → ``training``
@@ -19,8 +24,9 @@ this order (the first that matches wins):
 3. The image: Pathways server images (``…/pathways/server``, ``…/pathways/proxy_server``, the
    colocated Python sidecar, anything under a ``/pathways/`` repository) → ``idle``; JetStream's
    ``jetstream-http`` front end → ``idle`` (the model server's stand-in already answers on its
-   port 8000); any other image with ``jetstream`` or ``maxengine`` in its name, as the ``jax-tpu``
-   container of Google's JetStream-on-Pathways manifests → ``jetstream``.
+   port 8000); vLLM's TPU image (``vllm-tpu``, as ``vllm/vllm-tpu:latest``) → ``vllm``; any other
+   image with ``jetstream`` or ``maxengine`` in its name, as the ``jax-tpu`` container of Google's
+   JetStream-on-Pathways manifests → ``jetstream``.
 4. Anything else → ``idle``: it logs one line and runs until stopped.
 
 Both MaxText layouts run, unless ``PATHWAYS_TESTING_MAXTEXT_LAYOUT`` (``current`` or ``legacy``)
@@ -28,7 +34,8 @@ makes the image hold one only: then a training or conversion command naming a mo
 file of the other layout fails as Python does ("No module named", "No such file or directory").
 
 What each stand-in reads from its command line and its ``PATHWAYS_TESTING_*`` knobs is in the
-docstring of its module: ``training``, ``conversion``, ``jetstream``, ``benchmark``, ``idle``.
+docstring of its module: ``training``, ``conversion``, ``jetstream``, ``benchmark``, ``vllm``,
+``vllm_bench``, ``idle``.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from pathways_airflow_testing.programs import benchmark, conversion, idle, jetstream, training
+from pathways_airflow_testing.programs import (
+    benchmark,
+    conversion,
+    idle,
+    jetstream,
+    training,
+    vllm,
+    vllm_bench,
+)
 from pathways_airflow_testing.programs.args import command_tokens, exit_code_in
 from pathways_airflow_testing.programs.base import Program, ProgramContext
 
@@ -55,6 +70,8 @@ PROGRAMS: Mapping[str, Program] = {
     "conversion": conversion.run,
     "jetstream": jetstream.run,
     "benchmark": benchmark.run,
+    "vllm": vllm.run,
+    "vllm_bench": vllm_bench.run,
     "idle": idle.idle,
     "exit": idle.exit_with_code,
 }
@@ -75,6 +92,9 @@ def program_name(argv: list[str], env: Mapping[str, str], image: str) -> str:
     if forced:
         return forced
     tokens = command_tokens(argv, env)
+    engine = _vllm_program(tokens)
+    if engine is not None:
+        return engine
     words = [t for t in tokens if _is_program_word(t)]
     if any("generate_param_only_checkpoint" in w for w in words):
         return "conversion"
@@ -126,6 +146,15 @@ def _python_error(message: str) -> Program:
     return fail
 
 
+def _vllm_program(tokens: list[str]) -> str | None:
+    """``vllm_bench`` for ``vllm bench``, ``vllm`` for ``vllm serve`` or the legacy API server module."""
+    if vllm.cli_segment(tokens, ["bench"]) is not None:
+        return "vllm_bench"
+    if vllm.cli_segment(tokens, ["serve"]) is not None or vllm.legacy_server_segment(tokens) is not None:
+        return "vllm"
+    return None
+
+
 def _is_program_word(token: str) -> bool:
     return not token.startswith(("-", "gs://")) and "=" not in token
 
@@ -149,6 +178,8 @@ def _by_image(image: str) -> str:
         return "idle"
     if "jetstream-http" in name:
         return "idle"
+    if name == "vllm-tpu":
+        return "vllm"
     if "jetstream" in name or "maxengine" in name:
         return "jetstream"
     return "idle"

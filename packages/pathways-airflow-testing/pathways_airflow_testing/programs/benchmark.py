@@ -10,9 +10,10 @@ Command line (argparse style, as ``benchmark_serving.py``):
 * ``--port`` (9000): if nothing answers on it, port 8000 (``jetstream-http``) is tried.
 * ``--num-prompts`` (10), ``--request-rate`` (``inf``: all at once; else Poisson arrivals per
   second), ``--max-output-length`` (64), ``--model``, ``--tokenizer``, ``--dataset``.
-* Where the result goes: the ``gs://`` destination of a ``gsutil cp FILE gs://...`` or
-  ``gcloud storage cp FILE gs://...`` in the same command, or ``--result-uri gs://...``; a
-  destination ending in ``/`` gets the file's name (or a generated one for a glob).
+* Where the result goes: the ``gs://`` destination of a ``gsutil cp FILE gs://...``,
+  ``gcloud storage cp FILE gs://...`` or google-cloud-storage upload (``copy_destination``) in
+  the same command, or ``--result-uri gs://...``; a destination ending in ``/`` gets the file's
+  name (or a generated one for a glob).
   ``--save-result`` alone, without a destination, only logs the result.
 
 Timing: TTFT is the time to the response headers (the server sends them after its first
@@ -26,6 +27,7 @@ import asyncio
 import json
 import math
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -63,6 +65,7 @@ METRIC_KEYS = (
 
 _WORDS = "the a model tensor slice chip pod shard token layer weight batch step serve train".split()
 _GLOB = set("*?[")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 
 
 @dataclass(frozen=True)
@@ -119,19 +122,43 @@ class BenchmarkPlan:
 
 
 def copy_destination(tokens: Sequence[str]) -> tuple[str | None, str | None]:
-    """``(source file, gs:// destination)`` of the first ``gsutil cp`` / ``gcloud storage cp``."""
+    """``(source file, gs:// destination)`` of the command's first upload: a ``gsutil cp`` /
+    ``gcloud storage cp FILE gs://...``, or a ``python3 -c CODE FILE gs://...`` whose ``CODE``
+    uploads with google-cloud-storage's ``upload_from_filename`` (images without gsutil, such as
+    vLLM's TPU image, upload that way)."""
     for index, word in enumerate(tokens):
-        if word != "cp" or not _is_storage_cli(tokens[:index]):
+        if word == "cp" and _is_storage_cli(tokens[:index]):
+            operands = _operands(tokens[index + 1 :])
+        elif _is_python_upload(tokens, index):
+            operands = _operands(tokens[index + 2 :])
+        else:
             continue
-        operands: list[str] = []
-        for operand in tokens[index + 1 :]:
-            if operand in SHELL_OPERATORS:
-                break
-            if not operand.startswith("-"):
-                operands.append(operand)
         if len(operands) >= 2 and operands[-1].startswith("gs://"):
             return operands[-2], operands[-1]
     return None, None
+
+
+def _operands(words: Sequence[str]) -> list[str]:
+    """The non-option words of one shell command."""
+    operands: list[str] = []
+    for operand in words:
+        if operand in SHELL_OPERATORS:
+            break
+        if not operand.startswith("-"):
+            operands.append(operand)
+    return operands
+
+
+def _is_python_upload(tokens: Sequence[str], index: int) -> bool:
+    """Is ``tokens[index]`` the ``-c`` of a Python one-liner that uploads with ``upload_from_filename``?"""
+    if tokens[index] != "-c" or index + 1 >= len(tokens) or "upload_from_filename" not in tokens[index + 1]:
+        return False
+    for word in reversed(tokens[:index]):
+        if word in SHELL_OPERATORS:
+            return False
+        if _PYTHON.match(word.rsplit("/", 1)[-1]):
+            return True
+    return False
 
 
 def _is_storage_cli(before: Sequence[str]) -> bool:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from airflow.providers.common.compat.sdk import TaskDeferred
 
 from pathways_airflow.exceptions import PathwaysError, UserCodeError
 from pathways_airflow.operators import DeployInferenceServerOperator, InferenceBenchmarkOperator, TeardownInferenceServerOperator
@@ -24,6 +25,7 @@ from tests.support.connections import connect
 from tests.support.gcs import gcs_bucket
 from tests.support.serving import eventually_nothing_left, leftovers
 from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event, killed_after
 
 BUCKET = "pathways-demo"
 HF_MODEL = "meta-llama/Llama-2-7b-hf"
@@ -130,10 +132,11 @@ def test_vllm_that_exits_while_starting_fails_at_once_with_its_log(pathways_clus
 
 
 @pytest.fixture(scope="module")
-def one_vm_cluster(crds):
+def one_vm_cluster(crds, pytestconfig):
     """A cluster whose only TPU slice is one v5e VM (2x2): what single-host serving is for."""
     pools = [NodePool("default-pool", "n2-standard-64", nodes=1), tpu_pool("tpu-v5e-2x2-0", "ct5lp-hightpu-4t", "2x2")]
-    with LocalCluster(node_pools=pools, crds=[crds]) as cluster:
+    speed = pytestconfig.getoption("--pathways-speed")
+    with LocalCluster(node_pools=pools, crds=[crds], speed=speed) as cluster:
         with gcs_bucket(cluster, BUCKET):
             yield cluster
 
@@ -196,4 +199,31 @@ def test_on_kill_while_vllm_loads_leaves_nothing(pathways_cluster, checkpoint):
 
     assert not worker.is_alive()
     assert isinstance(outcome.get("error"), PathwaysError) and "was stopped" in str(outcome["error"])
+    eventually_nothing_left(pathways_cluster, identity)
+
+
+def test_a_deferred_vllm_benchmark_resumes_from_the_triggers_event_and_leaves_nothing(pathways_cluster, checkpoint):
+    op = benchmark("vllm_deferred", checkpoint, deferrable=True)
+    ti = TaskInstance("serving", "vllm_deferred", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({"ti": ti})
+
+    event = first_event(deferred.value.trigger, timeout=30)
+
+    assert event["status"] == "complete"
+    result = op.execute_complete({"ti": ti}, event, **(deferred.value.kwargs or {}))
+    assert result["engine"] == "vllm" and result["completed"] == 6 and result["failed"] == 0
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_killing_a_deferred_vllm_benchmark_deletes_the_job_and_the_server(pathways_cluster, checkpoint):
+    op = benchmark("vllm_deferred_killed", checkpoint, deferrable=True, benchmark_env={"PATHWAYS_TESTING_PROGRAM": "idle"})
+    ti = TaskInstance("serving", "vllm_deferred_killed", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute({"ti": ti})
+
+    killed_after(deferred.value.trigger, 0.5)
+
     eventually_nothing_left(pathways_cluster, identity)

@@ -124,6 +124,12 @@ def workload_placement_problems(
 ALL_NAMESPACES = "*"
 
 
+def rendered_flag(value: Any) -> bool | None:
+    """``True``/``False``, or a template's rendering of them (``"True"``, ``"false"``); ``None``
+    for anything else, which the caller refuses rather than guesses."""
+    return {"true": True, "false": False}.get(str(value).strip().lower()) if isinstance(value, (bool, str)) else None
+
+
 def janitor_arguments(namespace: Any, grace_period_seconds: Any, dry_run: Any) -> tuple[str | None, float, bool]:
     """The janitor's rendered arguments: the namespace (``None``: all of them, written ``None`` or
     ``"*"``), the grace period in seconds, and whether it is a dry run. A template renders
@@ -137,7 +143,7 @@ def janitor_arguments(namespace: Any, grace_period_seconds: Any, dry_run: Any) -
         grace = -1.0
     if isinstance(grace_period_seconds, bool) or not grace >= 0:
         problems.append(SpecProblem("grace_period_seconds", grace_period_seconds, "must be a number of seconds ≥ 0"))
-    flag = {"true": True, "false": False}.get(str(dry_run).strip().lower()) if isinstance(dry_run, (bool, str)) else None
+    flag = rendered_flag(dry_run)
     if flag is None:
         problems.append(SpecProblem("dry_run", dry_run, "must be True or False"))
     raise_if_any([p for p in problems if p])

@@ -47,6 +47,7 @@ from typing import Any
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import ITEMS_DIR, join
+from pathways_airflow.spec.arguments import rendered_flag
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns_label
@@ -242,7 +243,6 @@ def build_server(
     problem. What is common to every engine is checked here; the rest by ``engine.check_server``."""
     problems: list[SpecProblem] = []
     model_name, hf_model, http_image, config = map(optional_text, (model_name, hf_model, http_image, config))
-    pathways = {"True": True, "true": True, "False": False, "false": False}.get(pathways, pathways) if isinstance(pathways, str) else pathways
     shape = None
     try:
         shape = slice_shape(resolve_machine_type(machine_type, tpu), topology)
@@ -258,21 +258,8 @@ def build_server(
         problems.append(
             SpecProblem("model_name", model_name, "must be a MaxText model name such as 'llama2-70b'")
         )
-    if not isinstance(pathways, bool):
-        problems.append(SpecProblem("pathways", pathways, "must be True or False", ("True", "False")))
-    elif not pathways:
-        if not engine.runs_without_pathways:
-            problems.append(SpecProblem("pathways", pathways, f"engine={engine.name!r} serves only on Pathways"))
-        elif shape is not None and shape.vms != 1:
-            problems.append(
-                SpecProblem(
-                    "pathways",
-                    pathways,
-                    f"without Pathways one pod serves, so the slice must be one TPU VM; {shape.topology} "
-                    f"of {shape.machine_type.name} is {shape.vms}",
-                )
-            )
-    if pathways is not False and (not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir)):
+    on_pathways = _on_pathways(problems, engine, pathways, shape)
+    if on_pathways is not False and (not isinstance(pathways_dir, str) or not GCS_PATH.match(pathways_dir)):
         problems.append(
             SpecProblem(
                 "pathways_dir", pathways_dir, "must be a gs://BUCKET/PATH for Pathways' scratch files"
@@ -295,7 +282,7 @@ def build_server(
             "hf_model": hf_model,
             "http_image": http_image,
             "config": config,
-            "pathways": pathways,
+            "pathways": on_pathways,
             "env": env,
         },
     )
@@ -318,8 +305,8 @@ def build_server(
         model_name=model_name,
         load_parameters_path=items,
         hf_model=hf_model,
-        on_pathways=pathways,
-        pathways_dir=pathways_dir if pathways else None,
+        on_pathways=bool(on_pathways),
+        pathways_dir=pathways_dir if on_pathways else None,
         http_image=http_image,
         pathways_version=pathways_version,
         config=config,
@@ -330,6 +317,26 @@ def build_server(
         node_selector=selector,
         service_account_name=service_account_name,
     )
+
+
+def _on_pathways(problems: list[SpecProblem], engine: Engine, pathways: Any, shape: SliceShape | None) -> bool | None:
+    """Whether the server runs on Pathways: always for JetStream; without it, one pod holds the
+    chips, so the slice must be one TPU VM."""
+    flag = rendered_flag(pathways)
+    if flag is None:
+        problems.append(SpecProblem("pathways", pathways, "must be True or False", ("True", "False")))
+    elif not flag and not engine.runs_without_pathways:
+        problems.append(SpecProblem("pathways", pathways, f"engine={engine.name!r} serves only on Pathways"))
+    elif not flag and shape is not None and shape.vms != 1:
+        problems.append(
+            SpecProblem(
+                "pathways",
+                pathways,
+                f"without Pathways one pod serves, so the slice must be one TPU VM; {shape.topology} "
+                f"of {shape.machine_type.name} is {shape.vms} VMs",
+            )
+        )
+    return flag
 
 
 def text_problem(problems: list[SpecProblem], name: str, value: Any, what: str) -> None:

@@ -134,7 +134,7 @@ def test_every_vllm_problem_is_reported_at_once_and_names_the_engine():
     message = str(error.value)
     assert set(error.value.fields) == {"hf_model", "model_name", "pathways", "http_image", "config", "server_args"}
     assert "engine='vllm' serves a Hugging Face model" in message
-    assert "the slice must be one TPU VM; 4x4 of ct6e-standard-4t is 4" in message
+    assert "the slice must be one TPU VM; 4x4 of ct6e-standard-4t is 4 VMs" in message
     assert "server_args='--port=9000': is set by the operator" in message
     assert "server_args=4096: every item must be a string" in message
     with pytest.raises(InvalidWorkloadSpec, match="env='JAX_PLATFORMS': is set for engine='vllm'"):

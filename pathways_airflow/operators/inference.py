@@ -3,9 +3,8 @@
 ``InferenceBenchmarkOperator`` deploys the server, waits until it serves, runs the benchmark Job,
 reads the result JSON from GCS and returns the metrics, and deletes everything it created however
 the task ends. ``DeployInferenceServerOperator`` and ``TeardownInferenceServerOperator``
-(:mod:`pathways_airflow.operators.teardown`) split the
-same work into Airflow setup and teardown tasks, for DAGs that do their own work against the
-server in between.
+(:mod:`pathways_airflow.operators.teardown`) split the same work into Airflow setup and teardown
+tasks, for DAGs that do their own work against the server in between.
 
 What is run comes from the pure :mod:`pathways_airflow.spec.serving` and
 :mod:`pathways_airflow.spec.benchmark`, with the engine's own module
@@ -622,7 +621,7 @@ class InferenceBenchmarkOperator(_InferenceServerOperator):
             tokenizer=self.tokenizer,
             max_concurrency=self.max_concurrency,
             extra_args=self.benchmark_args,
-            image=self.benchmark_image or self.image,
+            image=self.benchmark_image, server_image=self.image,
             script=self.benchmark_script,
             env=self.benchmark_env,
             image_pull_policy=self.image_pull_policy,

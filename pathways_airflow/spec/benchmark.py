@@ -125,6 +125,7 @@ def build_benchmark(
     max_concurrency: Any = None,
     extra_args: Any = None,
     image: Any = None,
+    server_image: Any = None,
     script: Any = None,
     env: Any = None,
     image_pull_policy: Any = "Always",
@@ -133,11 +134,13 @@ def build_benchmark(
 ) -> BenchmarkRun:
     """Check the benchmark's settings and return the run, or raise one error listing every problem.
 
-    Without a ``dataset`` the engine's generated prompts are used (vLLM ``random``, JetStream ``test``)."""
+    Without a ``dataset`` the engine's generated prompts are used (vLLM ``random``, JetStream
+    ``test``); without an ``image`` the server's (``server_image``), else the engine's."""
     problems: list[SpecProblem] = []
     dataset_path, tokenizer = optional_text(dataset_path), optional_text(tokenizer)
     dataset = optional_text(dataset) or engine.datasets_without_path[0]
-    image = engine.default_image if image is None else image
+    image = optional_text(image) or optional_text(server_image) or engine.default_image
+    script = optional_text(script)
     script = engine.default_benchmark_entry_point if script is None else script
     if not isinstance(model_name, str) or not MODEL_NAME.match(model_name):
         problems.append(

@@ -242,7 +242,7 @@ def build_server(
     """Check everything a DAG author wrote and return the server, or raise one error listing every
     problem. What is common to every engine is checked here; the rest by ``engine.check_server``."""
     problems: list[SpecProblem] = []
-    model_name, hf_model, http_image, config = map(optional_text, (model_name, hf_model, http_image, config))
+    model_name, hf_model, image, http_image, config = map(optional_text, (model_name, hf_model, image, http_image, config))
     shape = None
     try:
         shape = slice_shape(resolve_machine_type(machine_type, tpu), topology)
@@ -265,7 +265,7 @@ def build_server(
                 "pathways_dir", pathways_dir, "must be a gs://BUCKET/PATH for Pathways' scratch files"
             )
         )
-    image = engine.default_image if image is None else image
+    given_image, image = image, engine.default_image if image is None else image
     if not isinstance(image, str) or not IMAGE_REFERENCE.match(image):
         problems.append(SpecProblem("image", image, "must be a non-empty container image reference"))
     if not isinstance(pathways_version, str) or not IMAGE_TAG.match(pathways_version):
@@ -280,6 +280,7 @@ def build_server(
             "checkpoint": items,
             "model_name": model_name,
             "hf_model": hf_model,
+            "image": given_image,
             "http_image": http_image,
             "config": config,
             "pathways": on_pathways,

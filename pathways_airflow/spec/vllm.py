@@ -43,7 +43,9 @@ HTTP_PORT = 8000
 HEALTH_PATH = "/health"
 SERVER_CONTAINER = "vllm"
 DEFAULT_IMAGE = "vllm/vllm-tpu:latest"
-"""vLLM's TPU image, as tpu-inference's guides run it (pin a release tag for comparable nightly runs)."""
+"""vLLM's TPU image, as tpu-inference's guides run it (pin a release tag for comparable nightly runs).
+It serves Hugging Face weights; a MaxText checkpoint needs MaxText's vLLM adapter installed too
+(``maxtext[tpu-post-train]``, maxtext ``docs/tutorials/inference.md``), so it must name its image."""
 MAXTEXT_ARCHITECTURE = "MaxTextForCausalLM"
 
 PATHWAYS_ENV = (
@@ -102,6 +104,15 @@ def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
     )
     if isinstance(given["hf_model"], str) and any(c.isspace() for c in given["hf_model"]):
         problems.append(SpecProblem("hf_model", given["hf_model"], "must be a model id or path without spaces"))
+    if given["checkpoint"] is not None and given["image"] is None:
+        problems.append(
+            SpecProblem(
+                "image",
+                None,
+                "engine='vllm' serves a MaxText checkpoint only from an image with MaxText's vLLM adapter "
+                f"(maxtext[tpu-post-train]); {DEFAULT_IMAGE} has none: set image",
+            )
+        )
     if given["checkpoint"] is not None and given["model_name"] is None:
         problems.append(
             SpecProblem("model_name", None, "engine='vllm' serves a MaxText checkpoint by its MaxText model name, e.g. 'llama2-70b'")

@@ -57,6 +57,7 @@ def server_params(checkpoint, **overrides) -> dict:
         checkpoint=checkpoint,
         model_name="llama2-7b",
         hf_model=HF_MODEL,
+        image="us-docker.pkg.dev/my-project/maxtext/maxtext-vllm:latest",
         tpu="v5e",
         topology="2x4",
         pathways_dir=f"gs://{BUCKET}/tmp",
@@ -145,7 +146,9 @@ def test_on_one_vm_vllm_serves_hugging_face_weights_without_pathways_from_one_po
     connect(monkeypatch, one_vm_cluster)
     ti = TaskInstance("serving", "vllm_single_host", "run-1")
     identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
-    op = benchmark("vllm_single_host", None, model_name=None, topology="2x2", pathways=False, pathways_dir=None)
+    op = benchmark(
+        "vllm_single_host", None, model_name=None, image=None, topology="2x2", pathways=False, pathways_dir=None
+    )
 
     result = op.execute({"ti": ti})
 

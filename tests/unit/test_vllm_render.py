@@ -28,6 +28,7 @@ SERVER = dict(
     checkpoint=CHECKPOINT,
     model_name="qwen3-30b-a3b",
     hf_model="Qwen/Qwen3-30B-A3B",
+    image="us-docker.pkg.dev/my-project/maxtext/maxtext-vllm:2026.11",
     pathways_dir="gs://my-bucket/pathways",
 )
 LABELS = TaskIdentity("nightly", "bench", "scheduled__2026-11-22T00:00:00+00:00").labels()
@@ -132,11 +133,20 @@ def test_every_vllm_problem_is_reported_at_once_and_names_the_engine():
             pathways_dir="gs://my-bucket/p",
         )
     message = str(error.value)
-    assert set(error.value.fields) == {"hf_model", "model_name", "pathways", "http_image", "config", "server_args"}
+    assert set(error.value.fields) == {"hf_model", "image", "model_name", "pathways", "http_image", "config", "server_args"}
     assert "engine='vllm' serves a Hugging Face model" in message
     assert "the slice must be one TPU VM; 4x4 of ct6e-standard-4t is 4 VMs" in message
     assert "server_args='--port=9000': is set by the operator" in message
     assert "server_args=4096: every item must be a string" in message
+    with pytest.raises(InvalidWorkloadSpec, match=r"image=None: engine='vllm' serves a MaxText checkpoint only from an image with MaxText's vLLM adapter \(maxtext\[tpu-post-train\]\)"):
+        build_server(**{**SERVER, "image": None}, tpu="v6e", topology="4x4")
+    assert build_server(**{**SERVER, "image": None, "checkpoint": None}, tpu="v6e", topology="4x4").image == "vllm/vllm-tpu:latest"
+    # what a template renders for an engine's default ("{{ ... else None }}") is the engine's default
+    jetstream = {**SERVER, "engine": ENGINES["jetstream"], "hf_model": "None", "image": "None"}
+    assert build_server(**jetstream, tpu="v6e", topology="4x4").image == ENGINES["jetstream"].default_image
+    assert build_benchmark(**{**BENCHMARK, "engine": ENGINES["jetstream"], "dataset": "None"}, image="None", server_image="None").image == (
+        ENGINES["jetstream"].default_image
+    )
     with pytest.raises(InvalidWorkloadSpec, match="env='JAX_PLATFORMS': is set for engine='vllm'"):
         build_server(**SERVER, tpu="v6e", topology="4x4", env={"JAX_PLATFORMS": "tpu"})
     with pytest.raises(InvalidWorkloadSpec, match="pathways=False: engine='jetstream' serves only on Pathways"):
@@ -294,6 +304,7 @@ def test_the_operator_deploys_vllm_by_default_and_renders_valid_objects(schema_v
         checkpoint={"uri": "gs://my-bucket/serving/run/checkpoints/0"},
         model_name="qwen3-30b-a3b",
         hf_model="Qwen/Qwen3-30B-A3B",
+        image="us-docker.pkg.dev/my-project/maxtext/maxtext-vllm:2026.11",
         tpu="v6e",
         topology="4x4",
         pathways_dir="gs://my-bucket/pathways",

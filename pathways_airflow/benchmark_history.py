@@ -27,7 +27,7 @@ A run is only ever compared with runs of the same serving engine (``engine``): t
 checkpoint served by another engine is another baseline, and a switch of engine must not read as
 a regression or hide one. Runs recorded without an engine were JetStream's, the only one then.
 
-Which way is better follows the metric's name, as ``benchmark_serving.py`` names them:
+Which way is better follows the metric's name, as both engines' benchmarks name them:
 ``*_ms`` (latencies) are better lower, ``*_throughput`` better higher. Anything else has no
 direction and cannot be watched.
 """
@@ -45,7 +45,7 @@ HISTORY_VERSION = 1
 HIGHER = "higher"
 LOWER = "lower"
 
-DEFAULT_ENGINE = "jetstream"
+UNNAMED_RUN_ENGINE = "jetstream"
 """The engine of a run whose record or metrics name none."""
 
 DEFAULT_WATCHED_METRICS: tuple[str, ...] = (
@@ -105,7 +105,7 @@ class Run:
     checkpoint: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     regressions: tuple[str, ...] = ()
-    engine: str = DEFAULT_ENGINE
+    engine: str = UNNAMED_RUN_ENGINE
 
     @property
     def regressed(self) -> bool:
@@ -169,7 +169,7 @@ def _run_from(index: int, entry: Any) -> Run:
     regressions = entry.get("regressions", [])
     if not isinstance(regressions, list) or not all(isinstance(m, str) for m in regressions):
         raise ValueError(f"history {where}.regressions={regressions!r}: must be a list of metric names")
-    engine = entry.get("engine", DEFAULT_ENGINE)
+    engine = entry.get("engine", UNNAMED_RUN_ENGINE)
     if not isinstance(engine, str) or not engine:
         raise ValueError(f"history {where}.engine={engine!r}: must be the serving engine's name")
     return Run(
@@ -339,7 +339,7 @@ def _change_pct(current: float, baseline: float) -> float | None:
 
 
 def baseline_values(
-    history: History, metric: str, *, window: int, exclude_run_id: str | None = None, engine: str = DEFAULT_ENGINE
+    history: History, metric: str, *, window: int, exclude_run_id: str | None = None, engine: str = UNNAMED_RUN_ENGINE
 ) -> list[float]:
     """The values the baseline of ``metric`` is the median of: newest ``window`` eligible runs, oldest first.
 
@@ -382,7 +382,7 @@ def compare(
     window: int = DEFAULT_WINDOW,
     min_runs: int = DEFAULT_MIN_RUNS,
     run_id: str | None = None,
-    engine: str = DEFAULT_ENGINE,
+    engine: str = UNNAMED_RUN_ENGINE,
 ) -> Comparison:
     """Compare this run's ``metrics`` with the baseline each watched metric has in ``history``.
 
@@ -438,7 +438,7 @@ def run_record(
     recorded_at: str,
     checkpoint: str | None = None,
     labels: Mapping[str, str] | None = None,
-    engine: str = DEFAULT_ENGINE,
+    engine: str = UNNAMED_RUN_ENGINE,
 ) -> Run:
     """The entry this run adds to the history, flagged with the metrics that regressed."""
     return Run(

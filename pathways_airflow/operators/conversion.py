@@ -1,8 +1,8 @@
 """``CheckpointConversionOperator``: a committed training checkpoint → a serving checkpoint.
 
-JetStream loads parameters only (``load_parameters_path``), not the full train state MaxText
-saves, so between training and serving sits MaxText's ``generate_param_only_checkpoint``:
-it reads ``<step>/items`` of a training checkpoint and writes ``<out>/<run>/checkpoints/0/items``.
+A server (vLLM's MaxText plugin, JetStream) loads parameters only (``load_parameters_path``), not
+the full train state MaxText saves, so between training and serving sits MaxText's
+``generate_param_only_checkpoint``: it reads ``<step>/items`` of a training checkpoint and writes ``<out>/<run>/checkpoints/0/items``.
 This operator runs it as a plain batch/v1 Job (one pod, no retries of its own) and guards the
 two ways it wastes time or serves garbage:
 
@@ -88,7 +88,7 @@ def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int 
 
 
 class CheckpointConversionOperator(ClusterOperator):
-    """Convert a committed training checkpoint into a parameter-only serving checkpoint (for JetStream).
+    """Convert a committed training checkpoint into a parameter-only serving checkpoint (for vLLM's MaxText plugin or JetStream).
 
     :param checkpoint: the source step as ``{"step": N, "uri": "<checkpoint_dir>/<N>"}``, the XCom of
         ``CheckpointSensor`` or ``PathwaysJobOperator``'s ``result["checkpoint"]``; a dict, or the
@@ -99,7 +99,8 @@ class CheckpointConversionOperator(ClusterOperator):
     :param run_name: the serving checkpoint's run name (default ``serving-step-<N>``); the output
         is ``<output_dir>/<run_name>/checkpoints/0``, and that directory is replaced.
     :param quantization: ``None`` or ``"int8"``.
-    :param force_unroll: unroll scanned layers (what JetStream expects; default True).
+    :param force_unroll: unroll scanned layers (what JetStream and vLLM's MaxText plugin expect:
+        MaxText's ``inference/vllm.yml`` says scanned layers are not supported; default True).
     :param image: the MaxText image; use the MaxText version that wrote the checkpoint.
     :param maxtext_layout: where the image keeps MaxText: ``"current"`` (MaxText v0.2.0 and later,
         the default: ``python3 -m maxtext.utils.generate_param_only_checkpoint
@@ -127,7 +128,7 @@ class CheckpointConversionOperator(ClusterOperator):
     DAGs scheduled on (or reading) the asset find the serving checkpoint in it.
 
     Returns ``{"step": 0, "uri": ".../checkpoints/0", "items_uri": ".../checkpoints/0/items",
-    "source": {"step": N, "uri": ...}, "quantization": ...}``; ``items_uri`` is what JetStream's
+    "source": {"step": N, "uri": ...}, "quantization": ...}``; ``items_uri`` is what a server's
     ``load_parameters_path`` takes.
     """
 
@@ -368,7 +369,7 @@ class CheckpointConversionOperator(ClusterOperator):
         """Put the serving checkpoint in the extra of each outlet asset's event.
 
         A DAG scheduled on the asset, or reading it as an inlet, then finds the checkpoint to
-        serve in the newest event (``extra["items_uri"]`` is JetStream's load path), whichever
+        serve in the newest event (``extra["items_uri"]`` is the server's load path), whichever
         DAG converted it.
         """
         from airflow.sdk import Asset

@@ -11,9 +11,11 @@ from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE, Resource
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
+from pathways_airflow.spec.engines import engine_named
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity
 from pathways_airflow.spec.serving import names_for
+from pathways_airflow.spec.workload import optional_text
 from pathways_airflow.state.serving import pod_selectors
 
 if TYPE_CHECKING:
@@ -27,16 +29,18 @@ class TeardownInferenceServerOperator(ClusterOperator):
     labelled with the deploy task's key (computed from ``deploy_task_id`` and this run), plus the
     deterministic names of ``server`` when given (the deploy task's return value or the
     LeaderWorkerSet name) if pathways-airflow created them. Waits until their pods are gone.
-    Nothing to delete is not an error.
+    Nothing to delete is not an error. What it deletes is the same whatever the engine; ``engine``
+    is accepted (and checked) so that a DAG can hand all three operators the same parameters.
     """
 
-    template_fields: Sequence[str] = ("deploy_task_id", "server", "namespace", *CLUSTER_TEMPLATE_FIELDS)
+    template_fields: Sequence[str] = ("deploy_task_id", "server", "engine", "namespace", *CLUSTER_TEMPLATE_FIELDS)
 
     def __init__(
         self,
         *,
         deploy_task_id: str | None = None,
         server: Mapping[str, Any] | str | None = None,
+        engine: str | None = None,
         namespace: str = "default",
         cleanup_timeout: float = 300.0,
         **kwargs: Any,
@@ -44,6 +48,7 @@ class TeardownInferenceServerOperator(ClusterOperator):
         super().__init__(**kwargs)
         self.deploy_task_id = deploy_task_id
         self.server = server
+        self.engine = engine
         self.namespace = namespace
         self.cleanup_timeout = cleanup_timeout
         self.validate(only_known=True)
@@ -61,6 +66,11 @@ class TeardownInferenceServerOperator(ClusterOperator):
             problems.append(SpecProblem("deploy_task_id", self.deploy_task_id, "must be the setup task's task_id"))
         if not (only_known and looks_templated(self.namespace)):
             problems.extend(filter(None, [namespace_problem(self.namespace)]))
+        if optional_text(self.engine) is not None and not (only_known and looks_templated(self.engine)):
+            try:
+                engine_named(self.engine)
+            except InvalidWorkloadSpec as error:
+                problems.extend(error.problems)
         if self.server and not (only_known and looks_templated(self.server)):
             name = self.server.get("name") if isinstance(self.server, Mapping) else self.server
             try:

@@ -21,7 +21,7 @@ from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns_label
 from pathways_airflow.spec.serving import (
-    MODEL_NAME,
+    model_id_problem,
     object_metadata,
     positive_int,
     service_account_problems,
@@ -142,12 +142,13 @@ def build_benchmark(
     image = optional_text(image) or optional_text(server_image) or engine.default_image
     script = optional_text(script)
     script = engine.default_benchmark_entry_point if script is None else script
-    if not isinstance(model_name, str) or not MODEL_NAME.match(model_name):
-        problems.append(
-            SpecProblem(engine.benchmark_model, model_name, "must be a model name such as 'llama2-70b' or 'org/model'")
-        )
+    model_id_problem(problems, engine.benchmark_model, model_name, "must be a model name such as 'llama2-70b' or 'org/model', one word")
     if dataset not in engine.datasets:
         problems.append(SpecProblem("dataset", dataset, f"not a dataset of the benchmark of engine={engine.name!r}", engine.datasets))
+    elif dataset in engine.datasets_refusing_path and dataset_path:
+        problems.append(
+            SpecProblem("dataset_path", dataset_path, f"dataset={dataset!r} generates its prompts and takes no file")
+        )
     elif dataset not in engine.datasets_without_path and not dataset_path:
         problems.append(
             SpecProblem(
@@ -160,7 +161,7 @@ def build_benchmark(
     prompts = positive_int(problems, "num_prompts", num_prompts)
     output_length = positive_int(problems, "max_output_length", max_output_length)
     rate = _request_rate(problems, request_rate)
-    concurrency = None
+    concurrency, max_concurrency = None, optional_text(max_concurrency)
     if max_concurrency is not None:
         if not engine.supports_max_concurrency:
             problems.append(
@@ -234,6 +235,13 @@ def has_control_characters(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
+def flag_name(word: str) -> str:
+    """A flag by its name, as vLLM's parser reads it (``--max_num_seqs=4`` is ``--max-num-seqs``), so
+    that no spelling slips a flag the operator sets past its check."""
+    name = word.split("=", 1)[0]
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
 def _extra_benchmark_args(problems: list[SpecProblem], value: Any, owned: frozenset[str]) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -251,7 +259,7 @@ def _extra_benchmark_args(problems: list[SpecProblem], value: Any, owned: frozen
     if any(has_control_characters(item) for item in value):
         problems.append(SpecProblem("benchmark_args", value, "control characters cannot be passed through the shell script"))
         return ()
-    clashes = [item for item in value if item.split("=", 1)[0] in owned]
+    clashes = [item for item in value if flag_name(item) in owned]
     if clashes:
         problems.append(
             SpecProblem(
@@ -269,17 +277,13 @@ def upload_command(source: str, uri: str) -> list[str]:
 def benchmark_script(run: BenchmarkRun, *, server: str, result_uri: str) -> str:
     """The ``bash -c`` script: run the benchmark, then copy its result JSON to ``result_uri``.
 
-    Every word that comes from a user is quoted with ``shlex.quote``; only JetStream's ``*.json``
-    glob is left for the shell to expand.
+    Every word that comes from a user is quoted with ``shlex.quote``; only the engine's own upload
+    (JetStream's ``*.json`` glob) is left for the shell to expand.
     """
     problem = results_uri_problem(result_uri)
     if problem:
         raise InvalidWorkloadSpec([problem])
-    benchmark = quoted(run.arguments(server))
-    saved = run.engine.saved_result
-    if "*" in saved:
-        return f"{benchmark} && gsutil cp {saved} {shlex.quote(result_uri)}"
-    return f"{benchmark} && {quoted(upload_command(saved, result_uri))}"
+    return f"{quoted(run.arguments(server))} && {run.engine.upload_result(result_uri)}"
 
 
 def quoted(argv: Sequence[str]) -> str:

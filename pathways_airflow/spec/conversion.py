@@ -1,12 +1,12 @@
 """What a checkpoint conversion is: a committed training step → MaxText's parameter-only serving checkpoint. Pure.
 
-JetStream loads parameters only (``load_parameters_path``), not the full train state MaxText
-saves, so between training and serving sits MaxText's ``generate_param_only_checkpoint``: it
-reads ``<step>/items`` of a training checkpoint and writes ``<out>/<run>/checkpoints/0/items``.
-This module turns the operator's (rendered) arguments into a :class:`Conversion`, its command
-line, its container and batch/v1 Job manifest, and decides whether an existing output can be
-reused (:func:`reuse_decision`). ``CheckpointConversionOperator`` only reads GCS, creates, waits
-on and deletes the Job.
+A server (vLLM's MaxText plugin, JetStream) loads parameters only (``load_parameters_path``), not
+the full train state MaxText saves, so between training and serving sits MaxText's
+``generate_param_only_checkpoint``: it reads ``<step>/items`` of a training checkpoint and
+writes ``<out>/<run>/checkpoints/0/items``. This module turns the operator's (rendered) arguments
+into a :class:`Conversion`, its command line, its container and batch/v1 Job manifest, and
+decides whether an existing output can be reused (:func:`reuse_decision`).
+``CheckpointConversionOperator`` only reads GCS, creates, waits on and deletes the Job.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Conversion:
         }
 
     def result(self) -> dict[str, Any]:
-        """The XCom value: the serving checkpoint, where JetStream loads it, and where it came from."""
+        """The XCom value: the serving checkpoint, where a server loads it, and where it came from."""
         return {
             "step": self.output.step,
             "uri": self.output.uri,

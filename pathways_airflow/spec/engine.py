@@ -50,6 +50,8 @@ class Engine:
     datasets: tuple[str, ...]
     datasets_without_path: tuple[str, ...]
     """Datasets of generated prompts, the first being the default when a DAG names none."""
+    datasets_refusing_path: tuple[str, ...]
+    """Datasets whose benchmark fails when given a ``--dataset-path``."""
     default_benchmark_entry_point: str
     benchmark_model: str
     """The operator parameter naming the model the benchmark asks the server for."""
@@ -59,6 +61,8 @@ class Engine:
     """The benchmark's command (unquoted) against a server host, saving its result locally."""
     saved_result: str
     """The local file :attr:`benchmark_argv` saves the result JSON to (a glob for JetStream)."""
+    upload_result: Callable[[str], str]
+    """The shell command that copies :attr:`saved_result` to a ``gs://`` URI, quoted."""
     read_metrics: Callable[[Any, str], dict[str, Any]]
     """The metrics from the result JSON (``source`` names it in errors); ``ValueError`` if unreadable."""
     supports_max_concurrency: bool = False

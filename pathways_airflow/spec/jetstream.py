@@ -12,6 +12,7 @@ it stays for the images and DAGs that still run it.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -224,11 +225,13 @@ ENGINE = Engine(
     ),
     datasets=DATASETS,
     datasets_without_path=DATASETS_WITHOUT_PATH,
+    datasets_refusing_path=(),
     default_benchmark_entry_point=DEFAULT_BENCHMARK_SCRIPT,
     benchmark_model="model_name",
     owned_benchmark_flags=OWNED_FLAGS,
     benchmark_argv=benchmark_argv,
     saved_result="*.json",
+    upload_result=lambda uri: f"gsutil cp *.json {shlex.quote(uri)}",
     read_metrics=read_metrics,
 )
 """JetStream on Pathways: ``/healthcheck`` answers 500 while it loads, the proxy 503 while no pod serves."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathways_airflow.benchmark_history import (
-    DEFAULT_ENGINE,
+    UNNAMED_RUN_ENGINE,
     DEFAULT_KEEP,
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD_PCT,
@@ -64,7 +64,7 @@ class RegressionCheck:
     def engine(self) -> str:
         """The serving engine the metrics came from (the benchmark's result names it)."""
         named = self.metrics.get("engine")
-        return named if isinstance(named, str) and named else DEFAULT_ENGINE
+        return named if isinstance(named, str) and named else UNNAMED_RUN_ENGINE
 
     def compare(self, history: History, run_id: str) -> Comparison:
         return compare(

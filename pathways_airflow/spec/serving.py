@@ -124,7 +124,8 @@ def names_for(lws: str) -> ServingNames:
 
 
 def checkpoint_items_uri(checkpoint: Any) -> str:
-    """What JetStream's ``load_parameters_path`` gets, from a conversion result or a URI.
+    """The ``load_parameters_path`` the server restores (JetStream's, or vLLM's MaxText plugin's),
+    from a conversion result or a URI.
 
     Accepts the ``{"uri", "items_uri"}`` that ``CheckpointConversionOperator`` returns (``uri``
     alone means ``<uri>/items``, Orbax's layout), or a ``gs://`` URI of the ``items`` directory.
@@ -285,6 +286,7 @@ def build_server(
             "config": config,
             "pathways": on_pathways,
             "env": env,
+            "server_args": server_args,
         },
     )
     args = engine.server_args(problems, server_args)
@@ -340,10 +342,10 @@ def _on_pathways(problems: list[SpecProblem], engine: Engine, pathways: Any, sha
     return flag
 
 
-def text_problem(problems: list[SpecProblem], name: str, value: Any, what: str) -> None:
-    """A problem unless ``value`` is a string with something in it and nothing a shell or log would
-    read differently (no control characters)."""
-    if not isinstance(value, str) or not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+def model_id_problem(problems: list[SpecProblem], name: str, value: Any, what: str) -> None:
+    """A problem unless ``value`` can name a model on a command line: a Hugging Face id, a MaxText
+    model name or a path, as one word."""
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
         problems.append(SpecProblem(name, value, what))
 
 

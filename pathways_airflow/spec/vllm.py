@@ -29,10 +29,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pathways_airflow.spec.benchmark import has_control_characters, numeric_metrics
+from pathways_airflow.spec.benchmark import flag_name, has_control_characters, numeric_metrics, quoted, upload_command
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import SpecProblem
-from pathways_airflow.spec.serving import PROXY_PORT, health_probes, text_problem
+from pathways_airflow.spec.serving import PROXY_PORT, health_probes, model_id_problem
 
 if TYPE_CHECKING:
     from pathways_airflow.spec.benchmark import BenchmarkRun
@@ -54,7 +54,14 @@ PATHWAYS_ENV = (
     ("VLLM_ENABLE_V1_MULTIPROCESSING", "0"),
 )
 """What tpu-inference needs to run through the Pathways proxy instead of local TPUs."""
-OWNED_SERVER_FLAGS = ("--host", "--port", "--hf-overrides", "--additional-config")
+READY_TIMEOUT_ENV = "VLLM_ENGINE_READY_TIMEOUT_S"
+"""How long the API server waits for its engine to load (vLLM's default: 600 s); given the
+operator's ``startup_timeout``, so that vLLM never gives up on a restore the task still waits for."""
+OWNED_SERVER_FLAGS = ("--host", "--port", "--served-model-name")
+"""Set by the operator: where the server listens, and the name the benchmark asks for (``hf_model``)."""
+MERGED_SERVER_FLAGS = ("--hf-overrides", "--additional-config")
+"""JSON objects the user may give; serving a checkpoint adds MaxText's plugin to them."""
+PLUGIN_KEYS = {"--hf-overrides": "architectures", "--additional-config": "maxtext_config"}
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size", "-tp")
 
 DATASETS = ("random", "sharegpt", "sonnet", "burstgpt", "hf", "custom", "prefix_repetition")
@@ -66,6 +73,8 @@ RESULT_DIR = "/tmp/pathways-airflow-benchmark"
 RESULT_FILE = "result.json"
 OWNED_BENCHMARK_FLAGS = frozenset(
     {
+        "--metric-percentiles",
+        "--served-model-name",
         "--backend",
         "--base-url",
         "--host",
@@ -99,11 +108,12 @@ OPTIONAL_METRIC_KEYS = ("total_input_tokens", "total_output_tokens", "max_output
 
 def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
     """vLLM serves ``hf_model``; a MaxText checkpoint also needs the model's MaxText name."""
-    text_problem(
-        problems, "hf_model", given["hf_model"], "engine='vllm' serves a Hugging Face model: give its id, e.g. 'meta-llama/Llama-2-70b-hf'"
+    model_id_problem(
+        problems,
+        "hf_model",
+        given["hf_model"],
+        "engine='vllm' serves a Hugging Face model: give its id or path, one word, e.g. 'meta-llama/Llama-2-70b-hf'",
     )
-    if isinstance(given["hf_model"], str) and any(c.isspace() for c in given["hf_model"]):
-        problems.append(SpecProblem("hf_model", given["hf_model"], "must be a model id or path without spaces"))
     if given["checkpoint"] is not None and given["image"] is None:
         problems.append(
             SpecProblem(
@@ -113,6 +123,8 @@ def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
                 f"(maxtext[tpu-post-train]); {DEFAULT_IMAGE} has none: set image",
             )
         )
+    if given["checkpoint"] is not None:
+        _plugin_clashes(problems, given["server_args"])
     if given["checkpoint"] is not None and given["model_name"] is None:
         problems.append(
             SpecProblem("model_name", None, "engine='vllm' serves a MaxText checkpoint by its MaxText model name, e.g. 'llama2-70b'")
@@ -131,6 +143,28 @@ def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
                 problems.append(SpecProblem("env", reserved, "is set for engine='vllm' to run through the Pathways proxy"))
 
 
+def split_json_flags(args: tuple[str, ...] | list[str]) -> tuple[list[str], dict[str, str]]:
+    """``args`` without :data:`MERGED_SERVER_FLAGS`, and those flags' raw values (``--f=V`` or ``--f V``)."""
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    words = iter(args)
+    for word in words:
+        name = flag_name(word)
+        if name in MERGED_SERVER_FLAGS:
+            found[name] = word.split("=", 1)[1] if "=" in word else next(words, "")
+        else:
+            rest.append(word)
+    return rest, found
+
+
+def json_object(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
     """More ``vllm serve`` flags and their values, one list item each (``['--max-model-len', '4096']``)."""
     if value is None:
@@ -144,13 +178,28 @@ def server_args(problems: list[SpecProblem], value: Any) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str) or has_control_characters(item):
             problems.append(SpecProblem("server_args", item, "every item must be a string without control characters"))
-        elif item.split("=", 1)[0] in OWNED_SERVER_FLAGS:
+        elif flag_name(item) in OWNED_SERVER_FLAGS:
             problems.append(
-                SpecProblem("server_args", item, "is set by the operator (port, and the MaxText plugin from checkpoint)", OWNED_SERVER_FLAGS)
+                SpecProblem("server_args", item, "is set by the operator (where it listens, and hf_model as the served name)", OWNED_SERVER_FLAGS)
             )
         else:
             args.append(item)
+    for name, raw in split_json_flags(args)[1].items():
+        if json_object(raw) is None:
+            problems.append(SpecProblem("server_args", raw, f"{name} takes a JSON object"))
     return tuple(args)
+
+
+def _plugin_clashes(problems: list[SpecProblem], server_args: Any) -> None:
+    """With a checkpoint the operator sets MaxText's plugin keys; a user's copy would override them."""
+    if not isinstance(server_args, (list, tuple)) or not all(isinstance(a, str) for a in server_args):
+        return
+    for name, raw in split_json_flags(list(server_args))[1].items():
+        given = json_object(raw) or {}
+        if PLUGIN_KEYS[name] in given:
+            problems.append(
+                SpecProblem("server_args", raw, f"{name} {PLUGIN_KEYS[name]} is set from checkpoint and model_name (engine='vllm')")
+            )
 
 
 def serving_containers(server: InferenceServer) -> list[dict[str, Any]]:
@@ -160,26 +209,29 @@ def serving_containers(server: InferenceServer) -> list[dict[str, Any]]:
     """
     assert server.hf_model is not None
     command = ["vllm", "serve", server.hf_model, "--host", "0.0.0.0", "--port", str(HTTP_PORT)]
-    if not any(arg.split("=", 1)[0] in TENSOR_PARALLEL_FLAGS for arg in server.server_args):
+    rest, raw = split_json_flags(server.server_args)
+    if not any(flag_name(arg) in TENSOR_PARALLEL_FLAGS for arg in rest):
         command += ["--tensor-parallel-size", str(server.shape.chips)]
+    merged = {name: json_object(value) or {} for name, value in raw.items()}
     if server.load_parameters_path:
         maxtext = {"model_name": server.model_name, "load_parameters_path": server.load_parameters_path}
-        command += [
-            "--hf-overrides",
-            json.dumps({"architectures": [MAXTEXT_ARCHITECTURE]}),
-            "--additional-config",
-            json.dumps({"maxtext_config": maxtext}),
-        ]
-    pathways_env = [{"name": name, "value": value} for name, value in PATHWAYS_ENV] if server.on_pathways else []
+        merged["--hf-overrides"] = {**merged.get("--hf-overrides", {}), "architectures": [MAXTEXT_ARCHITECTURE]}
+        merged["--additional-config"] = {**merged.get("--additional-config", {}), "maxtext_config": maxtext}
+    for name in MERGED_SERVER_FLAGS:
+        if name in merged:
+            command += [name, json.dumps(merged[name])]
+    own_env = [{"name": name, "value": value} for name, value in PATHWAYS_ENV] if server.on_pathways else []
+    if READY_TIMEOUT_ENV not in {e.get("name") for e in server.env}:
+        own_env.append({"name": READY_TIMEOUT_ENV, "value": str(server.startup_seconds)})
     container: dict[str, Any] = {
         "name": SERVER_CONTAINER,
         "image": server.image,
         "imagePullPolicy": server.image_pull_policy,
-        "command": [*command, *server.server_args],
+        "command": [*command, *rest],
         "ports": [{"containerPort": HTTP_PORT, "name": "http"}],
         **health_probes(server),
     }
-    env = [*pathways_env, *(dict(e) for e in server.env)]
+    env = [*own_env, *(dict(e) for e in server.env)]
     if env:
         container["env"] = env
     return [container]
@@ -249,11 +301,13 @@ ENGINE = Engine(
     service_ports=({"name": "http", "protocol": "TCP", "port": HTTP_PORT, "targetPort": HTTP_PORT},),
     datasets=DATASETS,
     datasets_without_path=DATASETS_WITHOUT_PATH,
+    datasets_refusing_path=("random",),
     default_benchmark_entry_point="vllm",
     benchmark_model="hf_model",
     owned_benchmark_flags=OWNED_BENCHMARK_FLAGS,
     benchmark_argv=benchmark_argv,
     saved_result=f"{RESULT_DIR}/{RESULT_FILE}",
+    upload_result=lambda uri: quoted(upload_command(f"{RESULT_DIR}/{RESULT_FILE}", uri)),
     read_metrics=read_metrics,
     supports_max_concurrency=True,
 )

@@ -9,7 +9,7 @@ a worker use the same function, so every path decides alike.
 It never raises out of ``run()``: an API that keeps failing ends in one ``error`` event. When
 the task's ``execution_timeout`` passes, the Job is deleted here and a ``timeout`` event sent; a
 user killing the deferred task deletes the Job and the task's other objects named in
-``also_delete`` (``on_kill``: the benchmark's JetStream server). Either way no pod is left running.
+``also_delete`` (``on_kill``: the benchmark's server). Either way no pod is left running.
 """
 
 from __future__ import annotations

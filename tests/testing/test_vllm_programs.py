@@ -238,8 +238,8 @@ def test_the_benchmark_measures_the_server_and_uploads_vllms_flat_result(emulato
         assert bench.lines_with("============ Serving Benchmark Result ============")
         assert bench.lines_with("Successful requests:")[0].split() == ["Successful", "requests:", "6"]
         result = json.loads(await gcs.read(destination))
-        assert list(result)[:9] == [
-            "date", "endpoint_type", "label", "model_id", "tokenizer_id", "num_prompts",
+        assert list(result)[:10] == [
+            "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
             "request_rate", "burstiness", "max_concurrency",
         ]  # fmt: skip
         assert (result["endpoint_type"], result["model_id"], result["tokenizer_id"]) == ("vllm", MODEL, MODEL)

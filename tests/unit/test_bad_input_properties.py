@@ -653,13 +653,16 @@ def test_the_result_uri_reaches_the_shell_as_one_word_or_is_refused(result_uri):
     assert shlex.split(script)[-1] == result_uri
 
 
-TEARDOWN_POOL = pools(deploy_task_id=st.one_of(st.none(), TEXT), server=st.one_of(st.none(), TEXT, MAPPING), namespace=TEXT)
+TEARDOWN_POOL = pools(
+    deploy_task_id=st.one_of(st.none(), TEXT), server=st.one_of(st.none(), TEXT, MAPPING), namespace=TEXT,
+    engine=st.one_of(st.none(), st.sampled_from(["vllm", "jetstream", "tgi", "None"])),
+)
 
 
 @SETTINGS
 @given(changes=st.fixed_dictionaries({}, optional=TEARDOWN_POOL))
 def test_teardown_refuses_bad_parameters_before_any_api_call(changes):
-    baseline = {"deploy_task_id": "deploy", "server": None, "namespace": "default"}
+    baseline = {"deploy_task_id": "deploy", "server": None, "engine": None, "namespace": "default"}
     params = {**baseline, **changes}
     changed = {k for k, v in changes.items() if not _same(v, baseline[k])}
     hook = RecordingHook()

@@ -72,6 +72,7 @@ def test_on_pathways_the_leader_runs_vllm_through_the_proxy_and_validates_agains
         "JAX_PLATFORMS": "proxy,cpu",
         "JAX_BACKEND_TARGET": "grpc://127.0.0.1:38681",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_ENGINE_READY_TIMEOUT_S": "1800",  # vLLM waits for its engine as long as the task does
     }
     assert "--server_port=38681" in leader["pathways-proxy"]["args"]
     command = vllm["command"]
@@ -106,9 +107,40 @@ def test_on_one_vm_without_pathways_one_pod_serves_and_holds_the_chips(schema_va
     assert pod["metadata"]["labels"] == LABELS
     (vllm,) = pod["spec"]["containers"]
     assert vllm["resources"] == {"limits": {"google.com/tpu": "4"}}
-    assert "env" not in vllm, "no Pathways proxy to point JAX at"
+    assert vllm["env"] == [{"name": "VLLM_ENGINE_READY_TIMEOUT_S", "value": "1800"}], "no Pathways proxy to point JAX at"
     assert flag(vllm["command"], "--tensor-parallel-size") == "4"
     assert pod["spec"]["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2"
+
+
+def test_the_users_json_settings_are_merged_with_maxtexts_plugin_and_never_override_it():
+    sharding = {"sharding": {"sharding_strategy": {"enable_dp_attention": True}}}
+    command = containers(
+        lws_of("ct6e-standard-4t", "4x4", server_args=["--additional-config", json.dumps(sharding), "--hf_overrides={}"])[
+            "spec"
+        ]["leaderWorkerTemplate"]["leaderTemplate"]
+    )["vllm"]["command"]
+    assert json.loads(flag(command, "--additional-config")) == {
+        **sharding,
+        "maxtext_config": {"model_name": "qwen3-30b-a3b", "load_parameters_path": CHECKPOINT},
+    }
+    assert json.loads(flag(command, "--hf-overrides")) == {"architectures": ["MaxTextForCausalLM"]}
+    assert command.count("--additional-config") == 1 and "--hf_overrides={}" not in command
+    alone = containers(
+        lws_of("ct6e-standard-4t", "4x4", checkpoint=None, model_name=None, server_args=["--additional-config", json.dumps(sharding)])[
+            "spec"
+        ]["leaderWorkerTemplate"]["leaderTemplate"]
+    )["vllm"]["command"]
+    assert json.loads(flag(alone, "--additional-config")) == sharding and "--hf-overrides" not in alone
+    with pytest.raises(InvalidWorkloadSpec) as error:
+        lws_of(
+            "ct6e-standard-4t",
+            "4x4",
+            server_args=['--hf_overrides={"architectures": ["LlamaForCausalLM"]}', "--served_model_name", "x", "--additional-config", "[1]"],
+        )
+    message = str(error.value)
+    assert "--hf-overrides architectures is set from checkpoint and model_name" in message
+    assert "server_args='--served_model_name': is set by the operator" in message
+    assert "server_args='[1]': --additional-config takes a JSON object" in message
 
 
 def test_the_service_exposes_vllms_one_port():
@@ -192,6 +224,15 @@ def test_the_benchmark_job_runs_vllm_bench_serve_once_and_uploads_its_result():
     }
     upload = tokens[tokens.index("&&") + 1 :]
     assert upload[:2] == ["python3", "-c"] and upload[3:] == [f"{RESULT_DIR}/{RESULT_FILE}", "gs://my-bucket/r/run.json"]
+
+
+def test_benchmark_flags_the_operator_sets_are_refused_in_any_spelling_and_random_takes_no_file():
+    with pytest.raises(InvalidWorkloadSpec) as error:
+        build_benchmark(**BENCHMARK, extra_args=["--metric_percentiles", "50"], dataset_path="/data/sharegpt.json")
+    message = str(error.value)
+    assert "benchmark_args='--metric_percentiles': is set by the operator's own parameters" in message
+    assert "dataset_path='/data/sharegpt.json': dataset='random' generates its prompts and takes no file" in message
+    assert build_benchmark(**BENCHMARK, max_concurrency="None").max_concurrency is None  # a template's None
 
 
 def test_benchmark_settings_of_the_other_engine_are_refused():

@@ -27,7 +27,8 @@ reads this one. Only the words of the ``vllm bench serve`` shell command are rea
 The result holds the run's settings (``date`` … ``request_rate``: ``"inf"`` or the number …
 ``max_concurrency``), ``completed``, ``failed``, token totals and throughputs, with
 ``--save-detailed`` only the per-request ``input_lens``, ``output_lens``, ``ttfts``, ``itls``,
-``errors``, then ``max_concurrent_requests`` (the exact peak in flight) and ``{mean,median,std}_{m}_ms``, ``p{P}_{m}_ms`` per metric and percentile.
+``errors``, then ``max_concurrent_requests`` (the exact peak in flight) and
+``{mean,median,std}_{m}_ms``, ``p{P}_{m}_ms`` per metric and percentile.
 TTFT is the time to the first token chunk, ITL the gaps between them, E2EL the time to ``[DONE]``,
 TPOT = (E2EL - TTFT) / (output tokens - 1). A request answered with an HTTP error or a broken stream
 is *failed*, its error recorded, and the run still exits 0, as vLLM's does; it exits 1 for bad
@@ -45,7 +46,6 @@ import json
 import math
 import posixpath
 import random
-import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -56,13 +56,13 @@ import aiohttp
 
 from pathways_airflow_testing.programs.args import BadArgument, Params, command_tokens, parse_params
 from pathways_airflow_testing.programs.base import ProgramContext
-from pathways_airflow_testing.programs.benchmark import copy_destination, percentile
+from pathways_airflow_testing.programs.benchmark import copy_destination
 from pathways_airflow_testing.programs.vllm import HTTP_PORT, cli_segment
+from pathways_airflow_testing.programs.vllm_result import METRICS, measure, summary_lines
 
 BACKENDS = ("openai", "vllm")
 DATASETS = ("random", "sharegpt", "sonnet", "burstgpt", "hf", "custom", "prefix_repetition")
 GENERATED_DATASETS = ("random", "prefix_repetition")
-METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 """Metrics ``--percentile-metrics`` may select, in the order vLLM reports them."""
 PROMPT_WORD_CAP = 64
 DETAILED_FIELDS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
@@ -365,116 +365,6 @@ async def run_requests(
         return list(outputs), time.perf_counter() - started
 
 
-def peak_tokens_per_second(done: Sequence[RequestOutput]) -> float:
-    """The most token chunks received in one second of the run (whole seconds from the first send)."""
-    if not done:
-        return 0.0
-    origin = min(o.start_time for o in done)
-    buckets: dict[int, int] = {}
-    for output in done:
-        moment = output.start_time + output.ttft
-        for gap in [0.0, *output.itl]:
-            moment += gap
-            second = int(moment - origin)
-            buckets[second] = buckets.get(second, 0) + 1
-    return float(max(buckets.values()))
-
-
-def peak_concurrency(done: Sequence[RequestOutput]) -> int:
-    """The most requests in flight at once, over half-open ``[start, start + latency)`` intervals."""
-    events = sorted([(o.start_time, 1) for o in done] + [(o.start_time + o.latency, -1) for o in done])
-    current = peak = 0
-    for _, delta in events:
-        current += delta
-        peak = max(peak, current)
-    return peak
-
-
-def _percentile_word(p: float) -> str:
-    return str(int(p)) if int(p) == p else str(p)
-
-
-def metric_summary(metric: str, seconds: Sequence[float], percentiles: Sequence[float]) -> dict[str, float]:
-    """``mean``, ``median``, ``std`` (population) and the percentiles of one metric, in ms."""
-    values = [s * 1000 for s in seconds] or [0.0]
-    summary = {
-        f"mean_{metric}_ms": statistics.fmean(values),
-        f"median_{metric}_ms": percentile(values, 50),
-        f"std_{metric}_ms": statistics.pstdev(values),
-    }
-    for p in percentiles:
-        summary[f"p{_percentile_word(p)}_{metric}_ms"] = percentile(values, p)
-    return summary
-
-
-def measure(outputs: Sequence[RequestOutput], duration: float, plan: BenchPlan) -> dict[str, Any]:
-    """vLLM's benchmark result from the measured requests, failed ones counted but not timed."""
-    done = [o for o in outputs if o.success]
-    output_lens = [o.output_tokens if o.success else 0 for o in outputs]
-    total_in, total_out = sum(o.prompt_len for o in done), sum(output_lens)
-    span = max(duration, 1e-9)
-    result: dict[str, Any] = {
-        "duration": duration,
-        "completed": len(done),
-        "failed": len(outputs) - len(done),
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": len(done) / span,
-        "request_goodput": None,
-        "output_throughput": total_out / span,
-        "total_token_throughput": (total_in + total_out) / span,
-        "input_lens": [o.prompt_len for o in outputs],
-        "output_lens": output_lens,
-        "ttfts": [o.ttft for o in outputs],
-        "itls": [o.itl for o in outputs],
-        "errors": [o.error for o in outputs],
-        "max_output_tokens_per_s": peak_tokens_per_second(done),
-        "max_concurrent_requests": peak_concurrency(done),
-    }
-    samples = {
-        "ttft": [o.ttft for o in done],
-        "tpot": [(o.latency - o.ttft) / (o.output_tokens - 1) for o in done if o.output_tokens > 1],
-        "itl": [gap for o in done for gap in o.itl],
-        "e2el": [o.latency for o in done],
-    }
-    for metric in plan.percentile_metrics:
-        result.update(metric_summary(metric, samples[metric], plan.metric_percentiles))
-    return result
-
-
-def _row(label: str, value: object) -> str:
-    text = f"{value:.2f}" if isinstance(value, float) else str(value)
-    return f"{label:<40} {text:<10}".rstrip()
-
-
-def summary_lines(result: Mapping[str, Any], plan: BenchPlan) -> list[str]:
-    """The summary vLLM prints, for the container's log."""
-    lines = [f"{' Serving Benchmark Result ':=^50}", _row("Successful requests:", result["completed"]),
-             _row("Failed requests:", result["failed"])]  # fmt: skip
-    if plan.max_concurrency is not None:
-        lines.append(_row("Maximum request concurrency:", plan.max_concurrency))
-    if math.isfinite(plan.request_rate):
-        lines.append(_row("Request rate configured (RPS):", float(plan.request_rate)))
-    for label, key in (
-        ("Benchmark duration (s):", "duration"), ("Total input tokens:", "total_input_tokens"),
-        ("Total generated tokens:", "total_output_tokens"),
-        ("Request throughput (req/s):", "request_throughput"),
-        ("Output token throughput (tok/s):", "output_throughput"),
-        ("Peak output token throughput (tok/s):", "max_output_tokens_per_s"),
-        ("Peak concurrent requests:", "max_concurrent_requests"),
-        ("Total token throughput (tok/s):", "total_token_throughput"),
-    ):  # fmt: skip
-        lines.append(_row(label, result[key]))
-    for metric in plan.percentile_metrics:
-        name = METRICS[metric]
-        lines += [f"{f' {name} ':-^50}", _row(f"Mean {name} (ms):", result[f"mean_{metric}_ms"]),
-                  _row(f"Median {name} (ms):", result[f"median_{metric}_ms"])]  # fmt: skip
-        for p in plan.metric_percentiles:
-            word = _percentile_word(p)
-            lines.append(_row(f"P{word} {name} (ms):", result[f"p{word}_{metric}_ms"]))
-    return [*lines, "=" * 50]
-
-
 def same_file(written: str, uploaded: str) -> bool:
     """Does the upload's source (a path or a glob) name the file vLLM wrote? A relative path is
     relative to a working directory nobody knows, so it matches any absolute path it ends."""
@@ -525,6 +415,7 @@ def _setup(plan: BenchPlan, model_id: str, date: str) -> dict[str, Any]:
     return {
         "date": date,
         "endpoint_type": plan.backend,
+        "backend": plan.backend,
         "label": plan.label,
         "model_id": model_id,
         "tokenizer_id": plan.tokenizer or model_id,

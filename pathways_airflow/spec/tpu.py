@@ -56,6 +56,9 @@ class MachineType:
     topologies: tuple[str, ...]
     pathways_instance_type: str
     """Prefix of the Pathways resource manager's ``--instance_type=<prefix>:<topology>`` flag."""
+    devices_per_chip: int = 1
+    """JAX devices per chip: 2 where a chip's two TensorCores are not fused into a megacore (TPU7x;
+    ``jax.experimental.pallas.tpu.ChipVersion``), else 1."""
 
     @property
     def description(self) -> str:
@@ -65,7 +68,7 @@ class MachineType:
 MACHINE_TYPES: Mapping[str, MachineType] = {
     m.name: m
     for m in (
-        MachineType("tpu7x-standard-4t", "tpu7x", "tpu7x", 4, tuple(_TPU7X_TOPOLOGIES), "tpu7x"),
+        MachineType("tpu7x-standard-4t", "tpu7x", "tpu7x", 4, tuple(_TPU7X_TOPOLOGIES), "tpu7x", devices_per_chip=2),
         MachineType(
             "ct6e-standard-4t",
             "v6e",

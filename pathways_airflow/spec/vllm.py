@@ -62,7 +62,8 @@ OWNED_SERVER_FLAGS = ("--host", "--port", "--served-model-name")
 MERGED_SERVER_FLAGS = ("--hf-overrides", "--additional-config")
 """JSON objects the user may give; serving a checkpoint adds MaxText's plugin to them."""
 PLUGIN_KEYS = {"--hf-overrides": "architectures", "--additional-config": "maxtext_config"}
-TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size", "-tp")
+PARALLELISM_FLAGS = ("--tensor-parallel-size", "-tp", "--data-parallel-size", "-dp")
+"""With any of them the user has split the devices; the operator's default would not add up."""
 
 DATASETS = ("random", "sharegpt", "sonnet", "burstgpt", "hf", "custom", "prefix_repetition")
 """``vllm bench serve --dataset-name`` choices for text generation (``vllm/benchmarks/datasets.py``)."""
@@ -205,13 +206,14 @@ def _plugin_clashes(problems: list[SpecProblem], server_args: Any) -> None:
 def serving_containers(server: InferenceServer) -> list[dict[str, Any]]:
     """``vllm``: ``vllm serve`` on port 8000, through the Pathways proxy when on Pathways.
 
-    Tensor parallelism spans the slice's chips unless ``server_args`` says otherwise.
+    Tensor parallelism spans the slice's JAX devices (chips, or both TensorCores of a TPU7x chip)
+    unless ``server_args`` splits them itself.
     """
     assert server.hf_model is not None
     command = ["vllm", "serve", server.hf_model, "--host", "0.0.0.0", "--port", str(HTTP_PORT)]
     rest, raw = split_json_flags(server.server_args)
-    if not any(flag_name(arg) in TENSOR_PARALLEL_FLAGS for arg in rest):
-        command += ["--tensor-parallel-size", str(server.shape.chips)]
+    if not any(flag_name(arg) in PARALLELISM_FLAGS for arg in rest):
+        command += ["--tensor-parallel-size", str(server.shape.chips * server.shape.machine_type.devices_per_chip)]
     merged = {name: json_object(value) or {} for name, value in raw.items()}
     if server.load_parameters_path:
         maxtext = {"model_name": server.model_name, "load_parameters_path": server.load_parameters_path}

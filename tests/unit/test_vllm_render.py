@@ -90,6 +90,17 @@ def test_on_pathways_the_leader_runs_vllm_through_the_proxy_and_validates_agains
     assert worker["resources"]["limits"] == {"google.com/tpu": str(shape.chips_per_vm)}
 
 
+def test_tensor_parallelism_spans_every_jax_device_and_a_users_split_is_kept():
+    def command_of(machine_type: str, topology: str, args: list[str]) -> list[str]:
+        template = lws_of(machine_type, topology, server_args=args)["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+        return containers(template)["vllm"]["command"]
+
+    assert flag(command_of("tpu7x-standard-4t", "2x2x2", []), "--tensor-parallel-size") == "16"  # 8 chips, 2 cores each
+    assert flag(command_of("ct5p-hightpu-4t", "2x2x2", []), "--tensor-parallel-size") == "8"  # megacore: 1 per chip
+    split = command_of("ct6e-standard-4t", "4x4", ["--data_parallel_size", "2"])
+    assert "--tensor-parallel-size" not in split and split[-2:] == ["--data_parallel_size", "2"]
+
+
 def test_without_a_checkpoint_vllm_serves_the_hugging_face_weights_and_the_user_may_set_parallelism():
     command = containers(lws_of("ct6e-standard-4t", "4x4", checkpoint=None, model_name=None, server_args=["-tp", "8"])[
         "spec"

@@ -23,7 +23,7 @@ from pathways_airflow.spec.vllm import METRIC_KEYS
 from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
 from tests.support.connections import connect
 from tests.support.gcs import gcs_bucket
-from tests.support.serving import eventually_nothing_left, leftovers
+from tests.support.serving import committed_serving_checkpoint, eventually_nothing_left, leftovers
 from tests.support.task_instance import TaskInstance
 from tests.support.triggers import first_event, killed_after
 
@@ -45,11 +45,7 @@ def bucket(pathways_cluster):
 
 @pytest.fixture(scope="module")
 def checkpoint(bucket) -> dict:
-    """A committed serving checkpoint, as CheckpointConversionOperator reports it."""
-    step = "vllm-tests/converted/checkpoints/0"
-    bucket.blob(f"{step}/items/params.bin").upload_from_string(b"weights")
-    bucket.blob(f"{step}/commit_success.txt").upload_from_string(b"")
-    return {"uri": f"gs://{BUCKET}/{step}", "items_uri": f"gs://{BUCKET}/{step}/items"}
+    return committed_serving_checkpoint(bucket, "vllm-tests/converted/checkpoints/0")
 
 
 def server_params(checkpoint, **overrides) -> dict:

@@ -9,6 +9,13 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.spec.serving import serving_names
 
 
+def committed_serving_checkpoint(bucket, step: str) -> dict:
+    """A committed serving checkpoint at ``step`` of ``bucket``, as CheckpointConversionOperator reports it."""
+    bucket.blob(f"{step}/items/params.bin").upload_from_string(b"weights")
+    bucket.blob(f"{step}/commit_success.txt").upload_from_string(b"")
+    return {"uri": f"gs://{bucket.name}/{step}", "items_uri": f"gs://{bucket.name}/{step}/items"}
+
+
 def leftovers(cluster, identity: TaskIdentity) -> list[str]:
     """Everything of the task still in the cluster (objects terminating count)."""
     names = serving_names(identity)

@@ -140,8 +140,7 @@ def build_benchmark(
     dataset_path, tokenizer = optional_text(dataset_path), optional_text(tokenizer)
     dataset = optional_text(dataset) or engine.datasets_without_path[0]
     image = optional_text(image) or optional_text(server_image) or engine.default_image
-    script = optional_text(script)
-    script = engine.default_benchmark_entry_point if script is None else script
+    script = optional_text(script) or engine.default_benchmark_entry_point
     model_id_problem(problems, engine.benchmark_model, model_name, "must be a model name such as 'llama2-70b' or 'org/model', one word")
     if dataset not in engine.datasets:
         problems.append(SpecProblem("dataset", dataset, f"not a dataset of the benchmark of engine={engine.name!r}", engine.datasets))

@@ -115,21 +115,8 @@ def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
         given["hf_model"],
         "engine='vllm' serves a Hugging Face model: give its id or path, one word, e.g. 'meta-llama/Llama-2-70b-hf'",
     )
-    if given["checkpoint"] is not None and given["image"] is None:
-        problems.append(
-            SpecProblem(
-                "image",
-                None,
-                "engine='vllm' serves a MaxText checkpoint only from an image with MaxText's vLLM adapter "
-                f"(maxtext[tpu-post-train]); {DEFAULT_IMAGE} has none: set image",
-            )
-        )
     if given["checkpoint"] is not None:
-        _plugin_clashes(problems, given["server_args"])
-    if given["checkpoint"] is not None and given["model_name"] is None:
-        problems.append(
-            SpecProblem("model_name", None, "engine='vllm' serves a MaxText checkpoint by its MaxText model name, e.g. 'llama2-70b'")
-        )
+        _maxtext_checkpoint_problems(problems, given)
     for name, why in (
         ("http_image", "is JetStream's HTTP front end; engine='vllm' serves HTTP itself"),
         ("config", "is JetStream's MaxText config; engine='vllm' takes its settings from server_args"),
@@ -142,6 +129,25 @@ def check_server(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
         for reserved, _ in PATHWAYS_ENV:
             if reserved in names:
                 problems.append(SpecProblem("env", reserved, "is set for engine='vllm' to run through the Pathways proxy"))
+
+
+def _maxtext_checkpoint_problems(problems: list[SpecProblem], given: Mapping[str, Any]) -> None:
+    """Serving a MaxText checkpoint needs an image with MaxText's adapter, the model's MaxText name,
+    and leaves the plugin's keys to the operator."""
+    if given["image"] is None:
+        problems.append(
+            SpecProblem(
+                "image",
+                None,
+                "engine='vllm' serves a MaxText checkpoint only from an image with MaxText's vLLM adapter "
+                f"(maxtext[tpu-post-train]); {DEFAULT_IMAGE} has none: set image",
+            )
+        )
+    _plugin_clashes(problems, given["server_args"])
+    if given["model_name"] is None:
+        problems.append(
+            SpecProblem("model_name", None, "engine='vllm' serves a MaxText checkpoint by its MaxText model name, e.g. 'llama2-70b'")
+        )
 
 
 def split_json_flags(args: tuple[str, ...] | list[str]) -> tuple[list[str], dict[str, str]]:

@@ -392,3 +392,13 @@ def test_jetstream_only_parameters_are_refused_when_the_dag_is_parsed():
             results_uri="gs://my-bucket/results/",
         )
     assert set(error.value.fields) == {"http_image", "dataset"}
+
+
+def test_a_rendered_pathways_flag_and_a_users_engine_timeout_are_read_as_written():
+    one_pod = lws_of("ct6e-standard-4t", "2x2", pathways="False", pathways_dir="None")["spec"]["leaderWorkerTemplate"]
+    assert one_pod["size"] == 1 and "leaderTemplate" not in one_pod  # "False" from a template is False
+    with pytest.raises(InvalidWorkloadSpec, match="pathways='maybe': must be True or False"):
+        lws_of("ct6e-standard-4t", "2x2", pathways="maybe")
+    template = lws_of("ct6e-standard-4t", "4x4", env={"VLLM_ENGINE_READY_TIMEOUT_S": "7200"})["spec"]["leaderWorkerTemplate"]
+    env = containers(template["leaderTemplate"])["vllm"]["env"]
+    assert [e["value"] for e in env if e["name"] == "VLLM_ENGINE_READY_TIMEOUT_S"] == ["7200"]

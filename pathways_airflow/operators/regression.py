@@ -318,7 +318,7 @@ class BenchmarkRegressionOperator(BaseOperator):
         if not with_plot:
             self.log.warning("%s not written: matplotlib is not installed (%s adds it)", PLOT_FILE, INSTALL_HINT)
             return None
-        png = history_plot_png(history, check.watched, title=title, current_run_id=comparison.run_id)
+        png = history_plot_png(history, comparison, title=title)
         write_file(client, plot_uri, png, "image/png")
         return plot_uri
 

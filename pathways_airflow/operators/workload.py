@@ -22,11 +22,12 @@ from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.resources import workload_resource
-from pathways_airflow.state.disruption import Classification, summarize
+from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
+from pathways_airflow.state.result import NO_CHECKPOINT_DIR, workload_result
 from pathways_airflow.state.rounds import record_of_this_round
 from pathways_airflow.state.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
@@ -355,7 +356,7 @@ class PathwaysJobOperator(ClusterOperator):
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
-        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try)
+        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try, runs=earlier.runs)
         if plan.reuse is None and plan.adopt is None:
             resume_from = self._newest_checkpoint(context) if plan.attempt > 0 else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
@@ -404,7 +405,7 @@ class PathwaysJobOperator(ClusterOperator):
             if finished.forbidden:  # no try can watch it without the permission: hold no slice for it
                 self.finished_with(workload_resource(self.backend), submission.namespace, submission.name, delete=True)
             raise lost_track(submission.name, finished, self._kubectl_hint(submission.name))
-        submission = submission.with_disruptions(*finished.restarts)
+        submission = submission.with_disruptions(*finished.restarts).ended(finished.phases, time.time())
         if next_step(finished.state, finished.classification) is NextStep.RESUBMIT:
             return self._resubmit_after_disruption(context, submission, finished)
         return self._complete(context, submission, finished.state, finished.failure, finished.classification)
@@ -483,6 +484,7 @@ class PathwaysJobOperator(ClusterOperator):
             # the next try the attempt to submit, the checkpoint to resume from, and this disruption
             self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
         delete_making_room(self.hook, workload_resource(self.backend), self.namespace, submission.name)
+        submission = submission.deleted(time.time())
         if exhausted:
             raise DisruptionBudgetExhausted(
                 budget_exhausted_message(submission, self.disruption_budget),
@@ -492,7 +494,7 @@ class PathwaysJobOperator(ClusterOperator):
             self._report_slices()
         manifest = self.render_manifest(context, attempt=attempt, resume_from=checkpoint)
         self.hook.create_or_adopt(manifest, identity.key)
-        submission = submission.next_attempt(manifest["metadata"]["name"])
+        submission = submission.next_attempt(manifest["metadata"]["name"], submitted=time.time())
         resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "no committed checkpoint to resume from"
         self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, resumed)
         return self._wait(context, submission)
@@ -517,32 +519,22 @@ class PathwaysJobOperator(ClusterOperator):
         observation = self.hook.observe(self.backend, name, self.namespace)
         if state.phase is Phase.SUCCEEDED:
             self._log_main_container_tail(observation)
-            result = self._result(context, record, state)
-            self.log.info("%s: %s", name, result["disruption_summary"])
-            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
+            checkpoint = self._newest_checkpoint(context)
+            # Kept before the deletion, so a retry after a crash returns it instead of resubmitting.
+            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": self._result(record, state, checkpoint)})
             self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
+            result = self._result(record.deleted(time.time()) if self.delete_on_finish else record, state, checkpoint)
+            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
+            self.log.info("%s: %s; %s", name, result["disruption_summary"], result["goodput_summary"])
             return result
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
         self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
         raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
-    def _result(self, context: Context, record: Submission, state: WorkloadState) -> dict[str, Any]:
-        disruptions = [d.to_dict() for d in record.disruptions]
-        result: dict[str, Any] = {
-            "name": record.name,
-            "namespace": record.namespace,
-            "backend": record.backend,
-            "state": state.phase.value,
-            "restarts": state.restarts,
-            "wall_time_seconds": round(time.time() - record.started, 1),
-            "disruptions": disruptions,
-            "disruption_summary": summarize(disruptions),
-        }
-        if self.checkpoint_dir:
-            checkpoint = self._newest_checkpoint(context)
-            result["checkpoint"] = checkpoint.as_xcom() if checkpoint else None
-        return result
+    def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None) -> dict[str, Any]:
+        found = (checkpoint.as_xcom() if checkpoint else None) if self.checkpoint_dir else NO_CHECKPOINT_DIR
+        return workload_result(record, state, checkpoint=found, chips=self.workload().total_chips, now=time.time())
 
     def _log_main_container_tail(self, observation: Any) -> None:
         from pathways_airflow.state.status import head_pod

@@ -82,6 +82,62 @@ class Disruption:
 
 
 @dataclass(frozen=True)
+class PhaseSeen:
+    """A phase of a workload and when the wait first saw it (the wait's own clock)."""
+
+    at: float
+    phase: str
+    slices_ready: int = 0
+    slices_total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "phase": self.phase, "slices_ready": self.slices_ready, "slices_total": self.slices_total}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhaseSeen:
+        return cls(
+            float(data.get("at") or 0.0),
+            str(data.get("phase") or ""),
+            int(data.get("slices_ready") or 0),
+            int(data.get("slices_total") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """One workload of a task from submission to deletion: what chip-hours and goodput are computed from.
+
+    ``ended``: when the task learned that the workload ended (the trigger's verdict reached it);
+    ``deleted``: when the task deleted it (``None``: not deleted, or not yet).
+    """
+
+    workload: str
+    submitted: float
+    phases: tuple[PhaseSeen, ...] = ()
+    ended: float | None = None
+    deleted: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "submitted": self.submitted,
+            "phases": [p.to_dict() for p in self.phases],
+            "ended": self.ended,
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadRun:
+        return cls(
+            workload=str(data.get("workload") or ""),
+            submitted=float(data.get("submitted") or 0.0),
+            phases=tuple(PhaseSeen.from_dict(p) for p in data.get("phases") or ()),
+            ended=data.get("ended"),
+            deleted=data.get("deleted"),
+        )
+
+
+@dataclass(frozen=True)
 class Submission:
     """The workload a task is waiting on now, and what happened to the ones before it."""
 
@@ -93,6 +149,10 @@ class Submission:
     disruptions: tuple[Disruption, ...] = ()
     first_try: int | None = None
     """The first try of the task's round that made this record (:mod:`~pathways_airflow.state.rounds`)."""
+    submitted: float | None = None
+    """When the current workload was submitted (``None``: at ``started``)."""
+    runs: tuple[WorkloadRun, ...] = ()
+    """The workloads of this round that have ended, oldest first."""
 
     @property
     def resubmissions(self) -> int:
@@ -102,9 +162,21 @@ class Submission:
     def with_disruptions(self, *more: Disruption) -> Submission:
         return replace(self, disruptions=(*self.disruptions, *more))
 
-    def next_attempt(self, name: str) -> Submission:
-        """The record of the workload submitted after this one was disrupted."""
-        return replace(self, name=name, attempt=self.attempt + 1)
+    def next_attempt(self, name: str, submitted: float | None = None) -> Submission:
+        """The record of the workload submitted after this one was disrupted (at ``submitted``)."""
+        return replace(self, name=name, attempt=self.attempt + 1, submitted=submitted)
+
+    def ended(self, phases: tuple[PhaseSeen, ...], at: float) -> Submission:
+        """The current workload ended (the task learned it ``at``), having passed through ``phases``."""
+        submitted = self.started if self.submitted is None else self.submitted
+        run = WorkloadRun(self.name, submitted, phases, ended=at)
+        return replace(self, runs=(*[r for r in self.runs if r.workload != self.name], run))
+
+    def deleted(self, at: float) -> Submission:
+        """The task deleted the workload that ended last."""
+        if not self.runs:
+            return self
+        return replace(self, runs=(*self.runs[:-1], replace(self.runs[-1], deleted=at)))
 
     def to_dict(self) -> dict[str, Any]:
         record = {
@@ -115,6 +187,10 @@ class Submission:
             "started": self.started,
             "disruptions": [d.to_dict() for d in self.disruptions],
         }
+        if self.submitted is not None:
+            record["submitted"] = self.submitted
+        if self.runs:
+            record["runs"] = [r.to_dict() for r in self.runs]
         return record if self.first_try is None else {**record, "first_try": self.first_try}
 
     @classmethod
@@ -128,6 +204,8 @@ class Submission:
             started=float(data.get("started") or time.time()),
             disruptions=tuple(Disruption.from_dict(d) for d in data.get("disruptions") or ()),
             first_try=data["first_try"] if isinstance(data.get("first_try"), int) else None,
+            submitted=data.get("submitted"),
+            runs=tuple(WorkloadRun.from_dict(r) for r in data.get("runs") or ()),
         )
 
 
@@ -152,6 +230,8 @@ class WorkloadEvent:
     message: str = ""
     forbidden: bool = False
     """With ``error``: the API refused a verb the wait needs (RBAC); no retry gets further."""
+    phases: tuple[PhaseSeen, ...] = ()
+    """With ``finished``: each phase the wait saw the workload enter, and when."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"status": self.status, "name": self.name}
@@ -164,6 +244,7 @@ class WorkloadEvent:
                 last_step=self.last_step,
                 restarts=[r.to_dict() for r in self.restarts],
                 running_since=self.running_since,
+                phases=[p.to_dict() for p in self.phases],
             )
         elif self.status == "timeout":
             payload["deleted"] = self.deleted
@@ -187,4 +268,5 @@ class WorkloadEvent:
             deleted=bool(payload.get("deleted")),
             message=str(payload.get("message") or ""),
             forbidden=bool(payload.get("forbidden")),
+            phases=tuple(PhaseSeen.from_dict(p) for p in payload.get("phases") or ()),
         )

@@ -27,7 +27,7 @@ from pathways_airflow.state.model import FailureCause, Observation, Phase, Workl
 from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
 from pathways_airflow.state.progress import last_completed_step
 from pathways_airflow.state.ran_on import SCHEDULED_REASON, scheduled_workers, went_down_under_it, where_workers_run
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, WorkloadEvent
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, WorkloadEvent
 from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
 from pathways_airflow.state.status import (
     current_attempt,
@@ -38,6 +38,7 @@ from pathways_airflow.state.status import (
     pods_of_current_attempt,
     workload_state,
 )
+from pathways_airflow.state.timeline import phases_with
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
@@ -147,6 +148,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self._last_step: int | None = None
         self._restarts: list[Disruption] = []
         self._running_since: float | None = None
+        self._phases: tuple[PhaseSeen, ...] = ()
+        """Each phase this wait saw the workload enter, and when: the task's timeline and goodput."""
         self._live_jobs: dict[str, dict[str, Any]] = {}
         """Each child Job's last state before its deletion began: a failing JobSet deletes its
         Jobs, and the counts they held then are the evidence of lost workers."""
@@ -225,6 +228,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 refused = await self._creation_refused(observation, state)
                 if refused:
                     state = WorkloadState(Phase.FAILED, message=refused, cause=FailureCause.BAD_SPEC)
+                self._phases = phases_with(self._phases, state, time.time())
                 await self._capture_failure(observation)
                 await self._record_where_workers_run(observation)
                 await self._record_disruption_seen(observation)
@@ -261,6 +265,7 @@ class PathwaysJobTrigger(KillableTrigger):
                         last_step=self._last_step,
                         restarts=tuple(self._restarts),
                         running_since=self._running_since,
+                        phases=phases_with(self._phases, state, time.time()),
                     )
                     yield TriggerEvent(finished.to_payload())
                     return

@@ -41,6 +41,7 @@ from pathways_airflow.operators import (
 from pathways_airflow.sensors import CheckpointSensor, PathwaysJobSensor, TpuSliceReadinessSensor
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.benchmark import benchmark_script
+from pathways_airflow.spec.workload import optional_text
 from tests.support.crds import crd_dir
 
 SETTINGS = settings(
@@ -634,9 +635,9 @@ def test_user_words_reach_the_benchmark_shell_as_single_words_or_are_refused(arg
     words = shlex.split(job["spec"]["template"]["spec"]["containers"][0]["args"][0])
     for value in args:
         assert value in words
-    # A blank dataset_path or tokenizer is what a template renders an absent value to: unset.
+    # Blank or "None" is what a template renders an absent value to: unset (spec.workload.optional_text).
     for value in (dataset_path, tokenizer, script):
-        if value and value.strip():
+        if optional_text(value) is not None:
             assert value in words
     assert "\x00" not in job["spec"]["template"]["spec"]["containers"][0]["args"][0]
 

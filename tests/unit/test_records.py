@@ -2,7 +2,7 @@
 
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, Submission, WorkloadEvent
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadEvent, WorkloadRun
 
 # A submission record as the task state store and XCom hold it, with one resubmission and one
 # restart the JobSet made in place.
@@ -51,9 +51,10 @@ def test_a_finished_event_round_trips_through_its_payload():
         last_step=12,
         restarts=(Disruption(5.0, "PREEMPTION", ("pod p: Preempting",), 8, JOBSET_RESTART),),
         running_since=1.0,
+        phases=(PhaseSeen(0.5, "PROVISIONING", 0, 2), PhaseSeen(1.0, "RUNNING", 2, 2), PhaseSeen(6.0, "FAILED")),
     )
     payload = event.to_payload()
-    assert set(payload) == {"status", "name", "state", "failure", "classification", "last_step", "restarts", "running_since"}
+    assert set(payload) == {"status", "name", "state", "failure", "classification", "last_step", "restarts", "running_since", "phases"}
     assert WorkloadEvent.from_payload(payload) == event
 
 
@@ -79,3 +80,16 @@ def test_a_refused_verb_travels_with_the_error_event():
     refused = WorkloadEvent("error", "w", message='pods is forbidden: User "system:serviceaccount:default:pathways-airflow" cannot watch resource "pods"', forbidden=True)
     assert refused.to_payload()["forbidden"] is True
     assert WorkloadEvent.from_payload(refused.to_payload()) == refused
+
+
+def test_the_workloads_a_submission_ran_travel_with_it_and_keep_their_deletion():
+    first = Submission("train-x-0", "ml", "jobset", started=100.0)
+    ended = first.ended((PhaseSeen(101.0, "QUEUED"), PhaseSeen(103.0, "RUNNING", 1, 1)), at=150.0).deleted(152.0)
+    second = ended.next_attempt("train-x-1", submitted=153.0)
+    assert second.runs == (WorkloadRun("train-x-0", 100.0, ended.runs[0].phases, ended=150.0, deleted=152.0),)
+    assert Submission.from_dict(second.to_dict()) == second
+    # The same workload ending twice (a resumed wait) is one run, the newest reading.
+    again = second.ended((PhaseSeen(154.0, "RUNNING", 1, 1),), at=160.0).ended((PhaseSeen(154.0, "RUNNING", 1, 1),), at=161.0)
+    assert [(r.workload, r.submitted, r.ended) for r in again.runs] == [("train-x-0", 100.0, 150.0), ("train-x-1", 153.0, 161.0)]
+    # A record an older version wrote has no runs and no submission time.
+    assert Submission.from_dict({"name": "train-x-0", "started": 5.0}).runs == ()

@@ -1,0 +1,152 @@
+"""Chip-hours, the goodput split and the timeline of a task's workloads, from the times its waits saw."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathways_airflow.state.goodput import duration, goodput_of
+from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadRun
+from pathways_airflow.state.result import workload_result
+from pathways_airflow.state.timeline import MAX_PHASES, phases_with, timeline_of
+
+pytestmark = [pytest.mark.unit, pytest.mark.pure]
+
+# Two v5e 4x4 slices (32 chips); maintenance ends the first workload at step 120 with step 100
+# committed, the second resumes from it and succeeds. Times as the trigger and operator saw them.
+MAINTENANCE = Disruption(
+    time=1078.0,
+    kind="MAINTENANCE",
+    evidence=("node gke-tpu-a1: cloud.google.com/active-node-maintenance=ONGOING", "pod train-x-0-worker-0-1: DisruptionTarget"),
+    workload="train-x-0",
+    reached_step=120,
+    resumed_from_step=100,
+    steps_recomputed=20,
+    seconds_lost=63.0,
+)
+FIRST = WorkloadRun(
+    "train-x-0",
+    submitted=1000.0,
+    phases=(
+        PhaseSeen(1000.4, "QUEUED"),
+        PhaseSeen(1003.0, "PROVISIONING", 0, 2),
+        PhaseSeen(1010.0, "PROVISIONING", 1, 2),
+        PhaseSeen(1015.0, "RUNNING", 2, 2),
+        PhaseSeen(1075.0, "FAILED"),
+    ),
+    ended=1078.0,
+    deleted=1080.0,
+)
+SECOND = WorkloadRun(
+    "train-x-1",
+    submitted=1081.0,
+    phases=(PhaseSeen(1081.3, "QUEUED"), PhaseSeen(1084.0, "PROVISIONING", 0, 2), PhaseSeen(1092.0, "RUNNING", 2, 2), PhaseSeen(1192.0, "SUCCEEDED")),
+    ended=1193.0,
+    deleted=1195.0,
+)
+
+
+def test_one_maintenance_splits_the_held_time_into_parts_that_add_up():
+    split = goodput_of([FIRST, SECOND], [MAINTENANCE], chips=32, now=2000.0)
+    assert split.queued == pytest.approx(3.0 + 3.0)  # submission → admission, twice: no chips held
+    assert split.provisioning == pytest.approx(12.0)  # admitted → running on both slices, first workload only
+    assert split.detection == pytest.approx(3.0)  # FAILED seen → the verdict reached the task
+    assert split.restart == pytest.approx(2.0 + 8.0)  # deleting the disrupted workload + the next one's provisioning
+    assert split.recomputed == pytest.approx(60.0 * 20 / 121)  # 20 of the 121 steps it ran, at its own pace
+    assert split.productive == pytest.approx(60.0 - 60.0 * 20 / 121 + 100.0)
+    assert split.cleanup == pytest.approx(1.0 + 2.0)
+    # Held = admission → deletion of each workload; every part is in it once.
+    assert split.held == pytest.approx((1080.0 - 1003.0) + (1195.0 - 1084.0))
+    assert split.held == pytest.approx(split.provisioning + split.productive + split.lost + split.cleanup)
+    assert split.chip_hours == pytest.approx(32 * 188.0 / 3600)
+    assert split.goodput == pytest.approx(split.productive / 188.0)
+    reported = split.to_dict()
+    assert reported["lost"] == {"detection_seconds": 3.0, "restart_seconds": 10.0, "recomputed_seconds": 9.9}
+    assert (reported["held_seconds"], reported["chips"], reported["goodput"]) == (188.0, 32, 0.7983)
+    assert split.summary().startswith("goodput 80% of 1.67 chip-hours (32 chips held 3.1 min): productive 2.5 min")
+    assert "lost 22.9 s to 1 disruption (detection 3.0 s, restart 10.0 s, recomputed 9.9 s)" in split.summary()
+
+
+def test_a_run_that_never_committed_a_checkpoint_lost_all_it_ran():
+    lost_everything = Disruption(1078.0, "MAINTENANCE", workload="train-x-0", reached_step=120, resumed_from_step=None, steps_recomputed=121)
+    split = goodput_of([FIRST, SECOND], [lost_everything], chips=32, now=2000.0)
+    assert split.recomputed == pytest.approx(60.0)
+    assert split.productive == pytest.approx(100.0)
+
+
+def test_an_in_place_restart_is_restart_time_and_a_requeue_holds_no_chips():
+    restarted = WorkloadRun(
+        "train-x-0",
+        submitted=0.0,
+        phases=(
+            PhaseSeen(0.2, "PROVISIONING", 0, 1),
+            PhaseSeen(4.0, "RUNNING", 1, 1),
+            PhaseSeen(40.0, "RESTARTING", 0, 1),
+            PhaseSeen(52.0, "QUEUED"),  # Kueue evicted it: back in the queue, pods gone
+            PhaseSeen(60.0, "PROVISIONING", 0, 1),
+            PhaseSeen(63.0, "RUNNING", 1, 1),
+            PhaseSeen(100.0, "SUCCEEDED"),
+        ),
+        ended=100.5,
+        deleted=101.0,
+    )
+    restart = Disruption(41.0, "PREEMPTION", ("pod p: Preempting",), 30, JOBSET_RESTART)
+    split = goodput_of([restarted], [restart], chips=4, now=200.0)
+    assert (split.provisioning, split.restart, split.queued) == pytest.approx((4.0, 12.0 + 3.0, 8.0))
+    assert split.productive == pytest.approx(36.0 + 37.0)
+    assert split.cleanup == pytest.approx(1.0)
+    assert split.held == pytest.approx(101.0 - 8.0)
+    assert split.disruptions == 1
+
+
+def test_a_workload_never_admitted_held_nothing():
+    waiting = WorkloadRun("train-x-0", submitted=0.0, phases=(PhaseSeen(0.5, "QUEUED"),), ended=300.0, deleted=301.0)
+    split = goodput_of([waiting], [], chips=16, now=400.0)
+    assert (split.held, split.goodput, split.queued) == (0.0, None, 301.0)  # queued until deleted
+    assert split.summary().startswith("goodput n/a (never admitted)")
+
+
+def test_a_wait_re_created_mid_run_counts_from_its_first_look():
+    # A triggerer restart: the new trigger's first look already saw RUNNING.
+    late = WorkloadRun("train-x-0", submitted=0.0, phases=(PhaseSeen(500.0, "RUNNING", 1, 1), PhaseSeen(900.0, "SUCCEEDED")), ended=900.0, deleted=905.0)
+    split = goodput_of([late], [], chips=8, now=1000.0)
+    assert (split.productive, split.cleanup, split.held) == pytest.approx((900.0, 5.0, 905.0))
+
+
+def test_phases_are_noted_when_they_change_and_stay_bounded():
+    seen: tuple[PhaseSeen, ...] = ()
+    for at, state in enumerate([WorkloadState(Phase.QUEUED), WorkloadState(Phase.QUEUED), WorkloadState(Phase.PROVISIONING, slices_total=2)]):
+        seen = phases_with(seen, state, float(at))
+    seen = phases_with(seen, WorkloadState(Phase.PROVISIONING, slices_ready=1, slices_total=2), 3.0)
+    assert [(p.at, p.phase, p.slices_ready) for p in seen] == [(0.0, "QUEUED", 0), (2.0, "PROVISIONING", 0), (3.0, "PROVISIONING", 1)]
+    for at in range(4, 400):
+        seen = phases_with(seen, WorkloadState(Phase.RUNNING if at % 2 else Phase.RESTARTING, slices_total=2), float(at))
+    assert len(seen) == MAX_PHASES and seen[0].at == 0.0 and seen[-1].at == 399.0
+
+
+def test_the_timeline_lists_workloads_phases_and_disruptions_with_their_evidence_in_order():
+    entries = timeline_of([FIRST, SECOND], [MAINTENANCE])
+    assert [e["at"] for e in entries] == sorted(e["at"] for e in entries)
+    kinds = [(e["workload"], e["kind"]) for e in entries]
+    assert kinds[:6] == [("train-x-0", "submitted"), ("train-x-0", "queued"), ("train-x-0", "provisioning"), ("train-x-0", "provisioning"), ("train-x-0", "running"), ("train-x-0", "failed")]
+    (disruption,) = [e for e in entries if e["kind"] == "disruption"]
+    assert disruption["label"] == "maintenance: resubmitted (step 120 reached, resumed from step 100)"
+    assert disruption["evidence"][0].startswith("node gke-tpu-a1: cloud.google.com/active-node-maintenance")
+    assert [e["label"] for e in entries if e["kind"] == "running"] == ["RUNNING 2/2 slices", "RUNNING 2/2 slices"]
+    assert [e["at"] for e in entries if e["kind"] == "deleted"] == [1080.0, 1195.0]
+    assert entries[-1]["kind"] == "deleted" and entries[-2]["kind"] == "succeeded"
+
+
+def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_goodput():
+    record = Submission("train-x-1", "ml", "pathwaysjob", attempt=1, started=1000.0, disruptions=(MAINTENANCE,), runs=(FIRST, SECOND))
+    result = workload_result(record, WorkloadState(Phase.SUCCEEDED), checkpoint={"step": 200, "uri": "gs://b/ckpt/200"}, chips=32, now=1195.5)
+    assert result["goodput"]["held_seconds"] == 188.0 and result["goodput_summary"].startswith("goodput 80%")
+    assert result["checkpoint"] == {"step": 200, "uri": "gs://b/ckpt/200"}
+    assert [e["kind"] for e in result["timeline"]].count("disruption") == 1
+    assert result["disruption_summary"].startswith("1 disruption (1 maintenance): 20 steps recomputed")
+    assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), chips=32, now=1195.5)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(41.84, "41.8 s"), (150.0, "2.5 min"), (18_720.0, "5.2 h")])
+def test_durations_read_as_a_person_says_them(seconds, text):
+    assert duration(seconds) == text

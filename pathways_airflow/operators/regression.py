@@ -205,7 +205,7 @@ class BenchmarkRegressionOperator(BaseOperator):
             self._require_buckets(client, check.history_uri, report_dir)
             comparison, history = self._record(client, check, run_id, when)
             title = f"Inference benchmark: {context['ti'].dag_id} / {self.task_id}"
-            written_plot = self._write_report(client, comparison, history, check, title, report_uri, plot_uri)
+            written_plot = self._write_report(client, comparison, history, title, report_uri, plot_uri)
         finally:
             client.close()
 
@@ -304,7 +304,6 @@ class BenchmarkRegressionOperator(BaseOperator):
         client: Any,
         comparison: Comparison,
         history: History,
-        check: RegressionCheck,
         title: str,
         report_uri: str,
         plot_uri: str,

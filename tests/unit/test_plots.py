@@ -246,7 +246,7 @@ def test_the_operator_writes_the_plot_of_its_comparison(tmp_path):
     history, comparison = recorded(history, tonight, when="2025-06-05T00:00:00+00:00", watched=check.watched)
     report, plot = tmp_path / "report.md", tmp_path / "history.png"
 
-    written = operator._write_report(None, comparison, history, check, "Nightly", str(report), str(plot))
+    written = operator._write_report(None, comparison, history, "Nightly", str(report), str(plot))
 
     assert written == str(plot)
     assert plot.read_bytes() == history_plot_png(history, comparison, title="Nightly")

@@ -66,4 +66,5 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": ["pathways_airflow.links.GkeWorkloadLink", "pathways_airflow.links.CloudLoggingLink"],
+        "plugins": [{"name": "pathways", "plugin-class": "pathways_airflow.ui.plugin.PathwaysViewPlugin"}],
     }

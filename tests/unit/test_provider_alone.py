@@ -85,7 +85,7 @@ def test_the_shim_re_exports_the_local_cluster_when_installed():
 
 def test_the_provider_registers_no_pytest_plugin_and_no_testing_entry_point():
     groups = {entry.group for entry in distribution("pathways-airflow").entry_points}
-    assert groups == {"apache_airflow_provider", "console_scripts"}
+    assert groups == {"apache_airflow_provider", "airflow.plugins", "console_scripts"}  # airflow.plugins: the UI view
     testing = {(entry.group, entry.name): entry.value for entry in distribution("pathways-airflow-testing").entry_points}
     assert testing[("pytest11", "pathways_airflow_testing")] == "pathways_airflow_testing.pytest_plugin"
     assert {group for group, _ in testing} == {"pytest11", CLI_GROUP, CRDS_GROUP}

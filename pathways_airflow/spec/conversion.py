@@ -270,7 +270,7 @@ def conversion_container(
     layout, problem = maxtext_layout(maxtext_layout_name)
     problems: list[SpecProblem] = [problem] if problem else []
     extra = extra_arguments or ()
-    if isinstance(extra, str) or not all(isinstance(item, str) for item in extra):
+    if not isinstance(extra, (list, tuple)) or not all(isinstance(item, str) for item in extra):
         reason = "must be a list of strings such as ['model_name=llama2-7b']"
         problems.append(SpecProblem("extra_arguments", extra_arguments, reason))
         extra = ()

@@ -181,6 +181,13 @@ def test_bad_container_settings_are_refused_like_a_workloads():
     assert set(caught.value.fields) == {"extra_arguments", "image", "command", "env"}
 
 
+@pytest.mark.parametrize("extra", [7, -(2**63), {"model_name": "x"}, 1.5])
+def test_extra_arguments_that_are_not_a_list_are_refused_by_name(extra):
+    with pytest.raises(InvalidWorkloadSpec) as caught:
+        conversion_container(conversion(), image="maxtext", extra_arguments=extra)
+    assert set(caught.value.fields) == {"extra_arguments"}
+
+
 # --- reuse ---------------------------------------------------------------------------------------------
 
 

@@ -116,3 +116,12 @@ def test_the_app_is_built_on_its_first_request_not_when_plugins_load():
     deferred = ui_plugin.DeferredApp(lambda: pytest.fail("built too early"))
     assert deferred._app is None
     assert Path(ui_plugin.__file__).read_text().count("pathways_airflow.ui.app") == 1
+
+
+def test_xcom_values_are_read_as_the_json_the_operator_returned():
+    from pathways_airflow.ui.app import plain
+
+    stored = {"name": "pw", "evidence": {"__classname__": "builtins.tuple", "__version__": 1, "__data__": ["a", "b"]}}
+    assert plain(stored) == {"name": "pw", "evidence": ["a", "b"]}
+    assert plain('{"state": "SUCCEEDED", "restarts": 0}') == {"state": "SUCCEEDED", "restarts": 0}
+    assert plain("gs://bucket/xcom/ref") == "gs://bucket/xcom/ref"  # an object-storage backend's reference stays one

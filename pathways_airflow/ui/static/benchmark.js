@@ -15,7 +15,8 @@
     var n = view.runs.length;
     var plotW = W - M.left - M.right;
     var plotH = H - M.top - M.bottom;
-    function x(position) { return M.left + (n > 1 ? (position / (n - 1)) * plotW : plotW / 2); }
+    var pad = n > 1 ? Math.min(24, plotW / (2 * n)) : 0;
+    function x(position) { return M.left + (n > 1 ? pad + (position / (n - 1)) * (plotW - 2 * pad) : plotW / 2); }
     function y(value) { return M.top + (1 - (value - panel.y_min) / (panel.y_max - panel.y_min)) * plotH; }
     var node = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": panel.title, "data-metric": panel.metric });
     V.niceTicks(panel.y_min, panel.y_max, 4).forEach(function (tick) {

@@ -8,11 +8,12 @@
   var svg = V.svg;
 
   var WIDTH = 1000;
-  var GUTTER = 200;
+  var GUTTER = 112;
   var RIGHT = 24;
   var AXIS = 26;
-  var LANE = 30;
-  var GAP = 16;
+  var NAME = 17;
+  var LANE = 28;
+  var GAP = 12;
 
   function header(view) {
     var facts = [
@@ -66,20 +67,23 @@
 
   function timeline(view) {
     var span = Math.max(view.span_seconds, 1);
-    var height = AXIS + view.lanes.length * (LANE + GAP) + 8;
+    var height = AXIS + view.lanes.length * (NAME + LANE + GAP) + 4;
     var plot = WIDTH - GUTTER - RIGHT;
     function x(offset) { return GUTTER + (Math.max(0, offset) / span) * plot; }
-    function laneY(index) { return AXIS + index * (LANE + GAP); }
+    function laneY(index) { return AXIS + index * (NAME + LANE + GAP) + NAME; }
     var chart = svg("svg", { class: "timeline", viewBox: "0 0 " + WIDTH + " " + height, role: "img", "aria-label": "the workloads along time" });
     V.niceTicks(0, span, 6).forEach(function (tick) {
       chart.appendChild(svg("line", { class: "grid", x1: x(tick), x2: x(tick), y1: AXIS - 6, y2: height - 4 }));
-      chart.appendChild(svg("text", { class: "tick", x: x(tick), y: AXIS - 10, "text-anchor": "middle", text: "+" + V.duration(tick) }));
+      chart.appendChild(svg("text", { class: "tick", x: x(tick), y: AXIS - 10, "text-anchor": "middle", text: tick === 0 ? "0" : "+" + V.duration(tick) }));
     });
     view.lanes.forEach(function (lane, index) {
       var y = laneY(index);
-      var sub = "attempt " + lane.attempt + (lane.resumed_from_step !== null ? " · resumed from step " + lane.resumed_from_step : "");
-      chart.appendChild(svg("text", { class: "lane-name", x: GUTTER - 10, y: y + 13, "text-anchor": "end", text: lane.workload, tip: lane.workload }));
-      chart.appendChild(svg("text", { class: "lane-sub", x: GUTTER - 10, y: y + 27, "text-anchor": "end", text: sub }));
+      var late = x(lane.start) > WIDTH - 320;
+      chart.appendChild(svg("text", { class: "lane-name", x: late ? x(lane.end) : x(lane.start), y: y - 5, "text-anchor": late ? "end" : "start", text: lane.workload }));
+      chart.appendChild(svg("text", { class: "lane-attempt", x: GUTTER - 12, y: y + 12, "text-anchor": "end", text: "attempt " + lane.attempt }));
+      if (lane.resumed_from_step !== null) {
+        chart.appendChild(svg("text", { class: "lane-sub", x: GUTTER - 12, y: y + 25, "text-anchor": "end", text: "from step " + lane.resumed_from_step }));
+      }
       lane.segments.forEach(function (seg) {
         var left = x(seg.start);
         var width = Math.max(x(seg.end) - left, 2);

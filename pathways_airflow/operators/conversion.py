@@ -41,6 +41,7 @@ from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise
 from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.spec.maxtext import DEFAULT_LAYOUT
 from pathways_airflow.operators.identity import task_identity
+from pathways_airflow.operators.lineage import ReportsLineage, conversion_rule
 from pathways_airflow.spec.workload import MainContainer
 from pathways_airflow.spec.conversion import (
     CONTAINER_NAME,
@@ -87,7 +88,7 @@ def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int 
 # --- the operator --------------------------------------------------------------------------------
 
 
-class CheckpointConversionOperator(ClusterOperator):
+class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
     """Convert a committed training checkpoint into a parameter-only serving checkpoint (for vLLM's MaxText plugin or JetStream).
 
     :param checkpoint: the source step as ``{"step": N, "uri": "<checkpoint_dir>/<N>"}``, the XCom of
@@ -156,6 +157,7 @@ class CheckpointConversionOperator(ClusterOperator):
         "env": "json",
     }
     ui_color = "#b3e5fc"
+    lineage_rule = conversion_rule
 
     def __init__(
         self,
@@ -378,7 +380,7 @@ class CheckpointConversionOperator(ClusterOperator):
         for outlet in self.outlets:
             if isinstance(outlet, Asset) and events is not None:
                 events[outlet].extra = dict(result)
-        return result
+        return self.reported(result)
 
     def _storage(self) -> Any:
         from pathways_airflow.hooks.storage import storage_client

@@ -43,13 +43,9 @@ from pathways_airflow.exceptions import (
     UserCodeError,
     WorkloadDeletedError,
 )
-from pathways_airflow.hooks.storage import (
-    bucket_exists_if_permitted,
-    object_exists_if_permitted,
-    read_object,
-    storage_client,
-)
+from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, read_object, storage_client
 from pathways_airflow.operators.identity import task_identity
+from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
@@ -500,7 +496,7 @@ _BENCHMARK_FIELDS = (
 """What :meth:`InferenceBenchmarkOperator.benchmark` is built from."""
 
 
-class InferenceBenchmarkOperator(_InferenceServerOperator):
+class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
     """Benchmark a model with a serving engine on a TPU slice, then tear everything down.
 
     Deploys a LeaderWorkerSet (on Pathways: a leader with the Pathways proxy, resource manager and
@@ -571,6 +567,7 @@ class InferenceBenchmarkOperator(_InferenceServerOperator):
         "benchmark_args": "py",
         "benchmark_env": "json",
     }
+    lineage_rule = benchmark_rule
 
     def __init__(
         self,
@@ -786,7 +783,7 @@ class InferenceBenchmarkOperator(_InferenceServerOperator):
                 self.log.info("benchmark output:\n%s", "\n".join(lines))
                 break
         engine = self.serving_engine()
-        return {**self._read_result(result_uri, engine), "result_uri": result_uri, "engine": engine.name}
+        return self.reported({**self._read_result(result_uri, engine), "result_uri": result_uri, "engine": engine.name})
 
     def _read_result(self, result_uri: str, engine: Engine) -> dict[str, Any]:
         client = storage_client(self.gcp_conn_id)

@@ -54,6 +54,7 @@ from pathways_airflow.hooks.storage import (
     write_file,
     write_if_generation,
 )
+from pathways_airflow.operators.lineage import ReportsLineage, regression_rule
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.spec.regression import (
     TEMPLATED_STAND_INS,
@@ -82,7 +83,7 @@ class StoredHistory:
     generation: int
 
 
-class BenchmarkRegressionOperator(BaseOperator):
+class BenchmarkRegressionOperator(ReportsLineage, BaseOperator):
     """Record an inference benchmark run in a GCS history, compare it with recent runs, and fail on a regression.
 
     :param metrics: the metrics ``InferenceBenchmarkOperator`` returns (pass its ``.output``); a
@@ -133,6 +134,7 @@ class BenchmarkRegressionOperator(BaseOperator):
         "labels": "json",
     }
     ui_color = "#ffe0b2"
+    lineage_rule = regression_rule
 
     def __init__(
         self,
@@ -222,14 +224,14 @@ class BenchmarkRegressionOperator(BaseOperator):
             "runs_in_history": len(history),
         }
         if comparison.regressed and check.fail_on_regression:
-            context["ti"].xcom_push(key="return_value", value=result)
+            context["ti"].xcom_push(key="return_value", value=self.reported(result))
             raise BenchmarkRegressionError(
                 regression_message(comparison, history_uri=check.history_uri, report_uri=report_uri),
                 regressions=comparison.regressions,
                 report_uri=report_uri,
                 result=result,
             )
-        return result
+        return self.reported(result)
 
     def _storage(self) -> Any:
         return storage_client(self.gcp_conn_id)

@@ -21,13 +21,14 @@ from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
+from pathways_airflow.operators.lineage import ReportsLineage, training_rule
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
 from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
 from pathways_airflow.state.records import Submission, WorkloadEvent
-from pathways_airflow.state.result import NO_CHECKPOINT_DIR, workload_result
+from pathways_airflow.state.result import NO_CHECKPOINT_DIR, tpu_of, uid_of, workload_result
 from pathways_airflow.state.rounds import record_of_this_round
 from pathways_airflow.state.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
@@ -85,7 +86,7 @@ _WORKLOAD_FIELDS = (
 _BUILD_ARGUMENT = {"container_resources": "resources"}
 
 
-class PathwaysJobOperator(ClusterOperator):
+class PathwaysJobOperator(ReportsLineage, ClusterOperator):
     """Submit a Pathways workload to TPU slices on GKE.
 
     :param tpu: TPU generation or machine type shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``,
@@ -152,6 +153,7 @@ class PathwaysJobOperator(ClusterOperator):
     }
     ui_color = "#c5e1a5"
     operator_extra_links = (GkeWorkloadLink(), CloudLoggingLink())
+    lineage_rule = training_rule
 
     def __init__(
         self,
@@ -341,7 +343,7 @@ class PathwaysJobOperator(ClusterOperator):
         recorded = record_of_this_round(_store_get(store), identity.first_try) or {}
         if recorded.get("result"):
             self.log.info("%s already succeeded in an earlier try; returning its result", recorded["result"]["name"])
-            return recorded["result"]
+            return self.reported(recorded["result"])
 
         existing = self.hook.task_workloads(resource, self.namespace, identity.key)
         plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None, identity.first_try)
@@ -521,20 +523,20 @@ class PathwaysJobOperator(ClusterOperator):
             self._log_main_container_tail(observation)
             checkpoint = self._newest_checkpoint(context)
             # Kept before the deletion, so a retry after a crash returns it instead of resubmitting.
-            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": self._result(record, state, checkpoint)})
+            _store_set(context.get("task_state_store"), {**record.to_dict(), "result": self._result(record, state, checkpoint, observation)})
             self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
-            result = self._result(record.deleted(time.time()) if self.delete_on_finish else record, state, checkpoint)
+            result = self._result(record.deleted(time.time()) if self.delete_on_finish else record, state, checkpoint, observation)
             _store_set(context.get("task_state_store"), {**record.to_dict(), "result": result})
             self.log.info("%s: %s; %s", name, result["disruption_summary"], result["goodput_summary"])
-            return result
+            return self.reported(result)
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
         self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
         raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
-    def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None) -> dict[str, Any]:
+    def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None, observation: Any) -> dict[str, Any]:
         found = (checkpoint.as_xcom() if checkpoint else None) if self.checkpoint_dir else NO_CHECKPOINT_DIR
-        return workload_result(record, state, checkpoint=found, chips=self.workload().total_chips, now=time.time())
+        return workload_result(record, state, checkpoint=found, tpu=tpu_of(self.workload()), uid=uid_of(observation), now=time.time())
 
     def _log_main_container_tail(self, observation: Any) -> None:
         from pathways_airflow.state.status import head_pod

@@ -6,16 +6,31 @@ One shape, read by the DAG's next task, the lineage facets and the Pathways view
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pathways_airflow.state.disruption import summarize
 from pathways_airflow.state.goodput import goodput_of
-from pathways_airflow.state.model import WorkloadState
+from pathways_airflow.state.model import Observation, WorkloadState
 from pathways_airflow.state.records import Submission
 from pathways_airflow.state.timeline import timeline_of
 
+if TYPE_CHECKING:
+    from pathways_airflow.spec.workload import Workload
+
 NO_CHECKPOINT_DIR = object()
 """``checkpoint=`` of a task without a ``checkpoint_dir``: the result has no ``checkpoint`` key."""
+
+
+def tpu_of(workload: Workload) -> dict[str, Any]:
+    """The TPU shape a workload held: machine type, topology, slices, chips."""
+    shape = workload.shape
+    return {"machine_type": shape.machine_type.name, "topology": shape.topology, "slices": workload.num_slices, "chips": workload.total_chips}
+
+
+def uid_of(observation: Observation) -> str | None:
+    """The workload's uid: its identity beyond its name (a name is reused by a later DAG run)."""
+    top = observation.pathwaysjob if observation.backend == "pathwaysjob" else observation.jobset
+    return ((top or {}).get("metadata") or {}).get("uid")
 
 
 def workload_result(
@@ -23,20 +38,23 @@ def workload_result(
     state: WorkloadState,
     *,
     checkpoint: Mapping[str, Any] | None | object = NO_CHECKPOINT_DIR,
-    chips: int,
+    tpu: Mapping[str, Any],
+    uid: str | None = None,
     now: float,
 ) -> dict[str, Any]:
     """The task's result once its workload has succeeded.
 
     ``checkpoint``: the newest committed checkpoint (``{"step", "uri"}``), ``None`` if the
-    directory holds none. ``chips``: what each of the task's workloads held.
+    directory holds none. ``tpu``: what each of the task's workloads held (:func:`tpu_of`).
     """
     disruptions = [d.to_dict() for d in record.disruptions]
-    goodput = goodput_of(record.runs, record.disruptions, chips, now=now)
+    goodput = goodput_of(record.runs, record.disruptions, int(tpu["chips"]), now=now)
     result: dict[str, Any] = {
         "name": record.name,
         "namespace": record.namespace,
+        "uid": uid,
         "backend": record.backend,
+        "tpu": dict(tpu),
         "state": state.phase.value,
         "restarts": state.restarts,
         "wall_time_seconds": round(now - record.started, 1),
@@ -51,4 +69,4 @@ def workload_result(
     return result
 
 
-__all__ = ["NO_CHECKPOINT_DIR", "workload_result"]
+__all__ = ["NO_CHECKPOINT_DIR", "tpu_of", "uid_of", "workload_result"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pathways_airflow_testing.lineage_events import completed_tasks, read_events
 from tests.support.airflow_cli import AirflowEnv, DagRun
 from tests.support.gcs import gcs_bucket
 
@@ -135,3 +137,16 @@ def test_the_demo_runs_the_chained_pipeline_with_a_maintenance_event(tmp_path, c
     assert "benchmark history: 2 runs" in summary
     assert "left in the cluster: nothing" in summary
     assert (out / "report" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The training task's chip time: two v5e 2x4 slices, one maintenance.
+    assert re.search(r"training chip time: goodput \d+% of [\d.e-]+ chip-hours \(16 chips held .*lost [\d.]+ s to 1 disruption", summary)
+    # One lineage graph from the training checkpoint to the benchmark result and the history.
+    lineage = next(line for line in summary.splitlines() if line.startswith("lineage (OpenLineage events): "))
+    links = lineage.split(": ", 1)[1].split(" → ")
+    assert links[0::2] == ["train", "convert", "benchmark", "check_regression"], lineage
+    assert links[1] == "gs://pathways-demo/runs/llama-demo/checkpoints/39" and links[3].startswith("gs://pathways-demo/serving/")
+    assert links[5].endswith(".json") and links[7].endswith("history.json")
+    train = completed_tasks(read_events(out / "lineage.jsonl"), "pathways_train_convert_infer")["train"]
+    facets = train.run_facets
+    assert facets["pathways_workload"]["uid"] and facets["pathways_workload"]["namespace"] == "default"
+    assert facets["pathways_tpu"]["chips"] == 16 and facets["pathways_disruptions"]["kinds"] == ["MAINTENANCE"]
+    assert 0 < facets["pathways_goodput"]["goodput"] < 1

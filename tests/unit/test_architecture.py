@@ -32,7 +32,7 @@ FORBIDDEN = {
     "sensors": ("operators",),
     "operators": ("sensors",),
 }
-SHARED_OPERATOR_BASES = ("operators.base", "operators.identity")
+SHARED_OPERATOR_BASES = ("operators.base", "operators.identity", "operators.lineage")
 TESTING_PACKAGES = ("pathways_airflow_testing", "pathways_airflow.testing")
 TESTING_SHIM = "testing"
 

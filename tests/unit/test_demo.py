@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathways_airflow_testing.demo import StageTime, progress_line, stage_times, summary_lines
+from pathways_airflow_testing.lineage_events import chain, completed_tasks
 
 OPERATOR_LINE = (
     "2026-11-22T09:29:44.933042Z [warning  ] default/train-abc ended by MAINTENANCE (pod train-abc-worker-0-0-kmnw6: "
@@ -56,6 +57,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
                 {"kind": "MAINTENANCE", "workload": "train-abc", "reached_step": 25, "resumed_from_step": 25, "steps_recomputed": 0, "seconds_lost": 5.1}
             ],
             "disruption_summary": "1 disruption (1 maintenance): 0 steps recomputed, 0 min lost",
+            "goodput_summary": "goodput 64% of 0.0133 chip-hours (8 chips held 6.0 s): productive 3.8 s, ...",
         },
         "convert": {"items_uri": "gs://b/serving/r-step-59/checkpoints/0/items", "source": {"step": 59}},
         "benchmark": {"request_throughput": 45.5, "median_ttft_ms": 113.7, "result_uri": "gs://b/x.json"},
@@ -84,6 +86,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
             leftovers=[],
             maintenance="host maintenance on node pool tpu-v5e-2x4-0 at step 25",
             nightly=nightly,
+            lineage=["train", "gs://b/runs/r/checkpoints/59", "convert", "gs://b/serving/r-step-59/checkpoints/0"],
         )
     )
     assert "  train              success      11.5 s" in text
@@ -98,6 +101,8 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
     assert "regression check (nightly run 2): REGRESSION in p99_ttft_ms" in text
     assert "regression check (nightly run 3): did not run" in text
     assert "plot:   /tmp/r/history.png" in text
+    assert "training chip time: goodput 64% of 0.0133 chip-hours" in text
+    assert "lineage (OpenLineage events): train → gs://b/runs/r/checkpoints/59 → convert → gs://b/serving/r-step-59/checkpoints/0" in text
     assert text.endswith("left in the cluster: nothing")
 
 
@@ -108,3 +113,27 @@ def test_the_summary_names_what_was_left_behind():
     assert "left in the cluster: PathwaysJob/train-abc" in text
     assert "no record (the training task did not finish)" in text
     assert "checkpoint steps committed: none" in text
+
+
+def test_the_lineage_chain_follows_each_tasks_output_into_the_next_tasks_input():
+    def event(task, inputs, outputs, kind="COMPLETE"):
+        as_datasets = [{"namespace": "gs://b", "name": uri.removeprefix("gs://b/")} for uri in inputs], [
+            {"namespace": "gs://b", "name": uri.removeprefix("gs://b/")} for uri in outputs
+        ]
+        return {"eventType": kind, "job": {"namespace": "demo", "name": f"dag.{task}"}, "inputs": as_datasets[0], "outputs": as_datasets[1]}
+
+    events = [
+        event("train", [], ["gs://b/ckpt/39"], kind="START"),
+        event("train", [], ["gs://b/ckpt/39"]),
+        event("convert", ["gs://b/ckpt/39"], ["gs://b/serving/0"]),
+        event("benchmark", ["gs://b/serving/0"], ["gs://b/bench/result.json"]),
+        event("check_regression", ["gs://b/bench/result.json", "gs://b/h.json"], ["gs://b/h.json"]),
+        event("train", [], ["gs://x/other"]) | {"job": {"name": "other_dag.train"}},
+    ]
+    tasks = completed_tasks(events, "dag")
+    assert chain(tasks, ["train", "convert", "benchmark", "check_regression"]) == [
+        "train", "gs://b/ckpt/39", "convert", "gs://b/serving/0", "benchmark", "gs://b/bench/result.json", "check_regression", "gs://b/h.json",
+    ]
+    broken = {**tasks, "convert": completed_tasks([event("convert", ["gs://b/ckpt/38"], ["gs://b/serving/0"])], "dag")["convert"]}
+    assert chain(broken, ["train", "convert"]) == ["train", "✗"]
+    assert chain({}, ["train"]) == ["✗ no lineage from train"]

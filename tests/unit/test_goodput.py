@@ -139,12 +139,14 @@ def test_the_timeline_lists_workloads_phases_and_disruptions_with_their_evidence
 
 def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_goodput():
     record = Submission("train-x-1", "ml", "pathwaysjob", attempt=1, started=1000.0, disruptions=(MAINTENANCE,), runs=(FIRST, SECOND))
-    result = workload_result(record, WorkloadState(Phase.SUCCEEDED), checkpoint={"step": 200, "uri": "gs://b/ckpt/200"}, chips=32, now=1195.5)
+    tpu = {"machine_type": "ct5lp-hightpu-4t", "topology": "4x4", "slices": 2, "chips": 32}
+    result = workload_result(record, WorkloadState(Phase.SUCCEEDED), checkpoint={"step": 200, "uri": "gs://b/ckpt/200"}, tpu=tpu, uid="5f0c", now=1195.5)
     assert result["goodput"]["held_seconds"] == 188.0 and result["goodput_summary"].startswith("goodput 80%")
     assert result["checkpoint"] == {"step": 200, "uri": "gs://b/ckpt/200"}
     assert [e["kind"] for e in result["timeline"]].count("disruption") == 1
     assert result["disruption_summary"].startswith("1 disruption (1 maintenance): 20 steps recomputed")
-    assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), chips=32, now=1195.5)
+    assert (result["uid"], result["tpu"]) == ("5f0c", tpu)
+    assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), tpu=tpu, now=1195.5)
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(41.84, "41.8 s"), (150.0, "2.5 min"), (18_720.0, "5.2 h")])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
@@ -35,10 +36,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pathways_airflow.checkpoints import committed_steps_in_listing, gcs_object_prefix, split_gcs_uri
+from pathways_airflow_testing.lineage_events import chain, completed_tasks, file_transport, read_events
 
 DAG_ID = "pathways_train_convert_infer"
 STAGES = ("slices_ready", "train", "convert", "benchmark", "check_regression")
 NIGHTLY_DAG_ID = "pathways_nightly_inference_benchmark"
+LINEAGE_FILE = "lineage.jsonl"
+"""The OpenLineage events of the runs (file transport), where the provider is installed."""
+LINEAGE_ORDER = ("train", "convert", "benchmark", "check_regression")
 NIGHTLY_STAGES = ("newest_serving_checkpoint", "benchmark", "check_regression")
 BUCKET = "pathways-demo"
 RUN_NAME = "llama-demo"
@@ -125,11 +130,13 @@ def summary_lines(
     leftovers: Sequence[str],
     maintenance: str | None,
     nightly: Sequence[Mapping[str, Any]] = (),
+    lineage: Sequence[str] = (),
 ) -> list[str]:
     """The closing summary, from what the runs left behind.
 
     ``results`` are the pipeline's task XComs; ``nightly`` the ``check_regression`` XComs of the
-    nightly benchmark runs that followed it (``{}`` for a run that did not get that far).
+    nightly benchmark runs that followed it (``{}`` for a run that did not get that far);
+    ``lineage`` the chain its OpenLineage events form (:func:`~pathways_airflow_testing.lineage_events.chain`).
     """
     lines = ["", "── summary " + "─" * 60, "stage timeline:"]
     for stage in stages:
@@ -146,6 +153,8 @@ def summary_lines(
             f"({record.get('steps_recomputed')} steps recomputed, {record.get('seconds_lost')} s lost)"
         )
     lines.append(f"  {train.get('disruption_summary') or 'no record (the training task did not finish)'}")
+    if train.get("goodput_summary"):
+        lines.append(f"training chip time: {train['goodput_summary']}")
     steps = sorted(committed_steps)
     lines.append(f"checkpoint steps committed: {_step_ranges(steps) or 'none'}")
     final = train.get("checkpoint") or {}
@@ -170,6 +179,8 @@ def summary_lines(
         lines.append(f"benchmark history: {last.get('runs_in_history')} runs in {last.get('history_uri')}")
         lines.append(f"report: {last.get('report_uri')}")
         lines.append(f"plot:   {last.get('plot_uri')}")
+    if lineage:
+        lines.append("lineage (OpenLineage events): " + " → ".join(lineage))
     lines.append("left in the cluster: " + (", ".join(leftovers) if leftovers else "nothing"))
     return lines
 
@@ -243,7 +254,7 @@ def run_demo(args: argparse.Namespace) -> int:
     say = _Printer(began)
     say(f"starting the local cluster (TPU node pools, Pathways, JobSet, Kueue, LWS controllers; GCS emulator){' with CRD schema checks' if crds else ''}")
     with LocalCluster(crds=crds, speed=args.speed) as cluster, tempfile.TemporaryDirectory(prefix="pathways-demo-airflow-") as home:
-        env = _airflow_env(cluster, home, dags)
+        env = _airflow_env(cluster, home, dags, out / LINEAGE_FILE)
         say("creating the Airflow metadata database (SQLite, temporary AIRFLOW_HOME)")
         migrated = _airflow(env, "db", "migrate", timeout=600)
         if migrated.returncode != 0:
@@ -276,6 +287,7 @@ def run_demo(args: argparse.Namespace) -> int:
             leftovers=_leftovers(cluster),
             maintenance=injector.injected if injector else None,
             nightly=nightly,
+            lineage=chain(completed_tasks(read_events(out / LINEAGE_FILE), DAG_ID), LINEAGE_ORDER),
         )
         print("\n".join(lines), flush=True)
         print(f"\nAirflow logs: {out}/airflow*.log; took {time.monotonic() - began:.0f} s", flush=True)
@@ -304,13 +316,18 @@ class _Printer:
             print(f"{time.monotonic() - self.began:6.1f}s  {line}", flush=True)
 
 
-def _airflow_env(cluster: Any, home: str, dags: Path) -> dict[str, str]:
+def _airflow_env(cluster: Any, home: str, dags: Path, lineage_file: Path) -> dict[str, str]:
+    """Airflow's environment; with the OpenLineage provider installed, its events go to ``lineage_file``."""
+    lineage = {}
+    if importlib.util.find_spec("airflow.providers.openlineage") is not None:
+        lineage = {"AIRFLOW__OPENLINEAGE__TRANSPORT": file_transport(lineage_file), "AIRFLOW__OPENLINEAGE__NAMESPACE": "pathways-demo"}
     return {
         **os.environ,
         "AIRFLOW_HOME": home,
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        **lineage,
         **cluster.client_environment(),
     }
 

@@ -44,7 +44,7 @@ MODULE_BUDGET = 600
 MODULE_ALLOWANCES = {
     # Three operators (deploy, benchmark, teardown) and their shared server base: every decision
     # is in spec.serving/spec.benchmark/state.serving, what is left is their acts, in one place.
-    "operators.inference": 842,
+    "operators.inference": 838,
     # One state machine over PathwaysJob, JobSet, pods and Kueue; splitting it would split a rule.
     # It also holds has_reached, the one "has the sensor's phase been reached" for sensor and trigger.
     "state.status": 640,
@@ -157,7 +157,7 @@ I/O (it belongs in a hook)."""
 BEHAVIOUR_ALLOWANCES = {
     # Submit, wait (here or deferred), resubmit after a disruption, report: the longest life of
     # any task here, and every step of it is an act on a decision made in state.outcome.
-    "operators.workload.PathwaysJobOperator": 293,
+    "operators.workload.PathwaysJobOperator": 284,
     # Reuse check, commit check, create or re-attach, wait, verify the output's commit marker.
     "operators.conversion.CheckpointConversionOperator": 244,
     # Create the server, wait until it serves (crashes, startup timeout), tear it down in order.

@@ -81,6 +81,17 @@ def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathwa
     assert disruption["steps_recomputed"] == disruption["reached_step"] - disruption["resumed_from_step"]
     assert result["disruption_summary"].startswith(f"1 disruption (1 {kind.lower().replace('_', ' ')})")
     assert result["name"] == identity.workload_name(attempt=1)
+    # Where the chip time went: the parts (each rounded to 0.1 s) add up to the time held.
+    goodput = result["goodput"]
+    parts = ("provisioning_seconds", "productive_seconds", "lost_seconds", "cleanup_seconds")
+    assert sum(goodput[p] for p in parts) == pytest.approx(goodput["held_seconds"], abs=0.25)
+    assert 0 < goodput["held_seconds"] <= result["wall_time_seconds"] + 0.1 and 0 < goodput["goodput"] < 1
+    assert (goodput["lost"]["recomputed_seconds"] > 0) == (disruption["steps_recomputed"] > 0)
+    assert goodput["chip_hours"] == pytest.approx(goodput["chips"] * goodput["held_seconds"] / 3600, rel=0.01)
+    workloads = [identity.workload_name(attempt=0), identity.workload_name(attempt=1)]
+    assert [e["workload"] for e in result["timeline"] if e["kind"] == "submitted"] == workloads
+    [seen] = [e for e in result["timeline"] if e["kind"] == "disruption"]
+    assert seen["workload"] == workloads[0] and seen["evidence"] == disruption["evidence"]
 
 
 def test_a_resubmission_takes_back_the_slices_a_late_garbage_collector_leaves_to_the_last_attempt(pathways_cluster, caplog):

@@ -18,14 +18,14 @@ the phases its trigger saw split that time into:
 **held** = provisioning + productive + lost + cleanup (admission to deletion, per workload);
 **chip-hours** = chips × held; **goodput** = productive / held.
 
-Google's ml-goodput-measurement library defines goodput the same way (productive training time
-over the job's total time) and splits the rest into badput buckets it reads from the program's own
-step and checkpoint logs (TPU initialisation, data loading, checkpoint save/restore, wasted
-progress from disruptions, infrastructure recovery). Here the program is a black box: time spent
-inside it (initialisation, checkpoint saves) counts as productive, and the split is what the
-cluster shows — so these figures are an upper bound on that library's goodput, and the lost time
-a lower bound. Steps a JobSet recomputes after an in-place restart are not known (the head's
-log is gone) and count as productive.
+Google's ml-goodput-measurement library defines goodput alike — the share of the time that made
+productive, preserved training progress — but reads it from inside the program (its step and
+checkpoint logs) and counts from the moment the program starts. Here the program is a black box
+seen from the cluster: the clock starts when the chips are held (admission), so provisioning is
+in the denominator; time spent inside the program on start-up, data loading or checkpoint saves
+counts as productive; steps a JobSet recomputes after an in-place restart are not known (the
+head's log is gone) and count as productive too. Recomputed steps after a resubmission are
+known (the step reached and the step resumed from) and are lost.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ failures (429 — honouring ``Retry-After`` — 5xx, dropped connections) are re
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from dataclasses import asdict, dataclass, replace
@@ -30,6 +29,7 @@ from pathways_airflow import well_known
 from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
+    JsonLines,
     an_object,
     api_error_message,
     bounded_tail,
@@ -545,14 +545,11 @@ class AsyncPathwaysHook(BaseHook):
                 None,
                 timeout=timeout_seconds + 30,
             )
-            buffer = b""
+            lines = JsonLines()
             try:
                 async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        if line.strip():
-                            yield json.loads(line)
+                    for event in lines.feed(chunk):
+                        yield event
             finally:
                 response.release()
 

@@ -136,9 +136,13 @@ class SharedWatch:
 
     # subscribers ----------------------------------------------------------------------------
 
-    def subscribe(self, keys: Iterable[str] | None = None) -> Subscription:
-        """Be woken by changes to the objects of the workloads ``keys`` (``None``: by every change)."""
-        subscription = Subscription(keys=frozenset(keys) if keys is not None else None)
+    def subscribe(self, keys: Iterable[str] | None = None, changed: asyncio.Event | None = None) -> Subscription:
+        """Be woken by changes to the objects of the workloads ``keys`` (``None``: by every change).
+
+        ``changed``: an event the subscriber shares among its subscriptions to several watches, so
+        that waiting on all of them is waiting on one event (:func:`wait_for_change`).
+        """
+        subscription = Subscription(changed=changed or asyncio.Event(), keys=frozenset(keys) if keys is not None else None)
         self._subscribers.add(subscription)
         if subscription.keys is None:
             self._everything.add(subscription)
@@ -363,12 +367,24 @@ async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, 
     second look passes ``False``, so the change stays for the loop that acts on the new state:
     consumed there, a workload that finished during the look would wait a whole recheck unseen.
     """
-    waiters = [asyncio.ensure_future(s.changed.wait()) for s in subscriptions]
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
+    events = list({id(s.changed): s.changed for s in subscriptions}.values())
+    if len(events) == 1:  # one shared event (a trigger's usual case): no task per wait, nothing to cancel
+        done = events[0].is_set()
+        if done:
+            await asyncio.sleep(0)  # still a turn of the loop, as a wait that returns at once always gave
+        else:
+            try:
+                async with asyncio.timeout(timeout):
+                    done = await events[0].wait()
+            except TimeoutError:
+                done = False
+    else:
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            done = bool((await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED))[0])
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
     if consume:
         for subscription in subscriptions:
             subscription.changed.clear()

@@ -199,7 +199,8 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _wait(self) -> AsyncIterator[TriggerEvent]:
         watches = workload_watches(self.cluster, self.namespace, self.backend)
-        subscriptions = {key: watch.subscribe([self.name]) for key, watch in watches.items()}
+        changed = asyncio.Event()  # one event for all its watches: one thing to wait on
+        subscriptions = {key: watch.subscribe([self.name], changed) for key, watch in watches.items()}
         previous = WorkloadState.from_dict(self.last_state) if self.last_state else None
         state = previous
         try:

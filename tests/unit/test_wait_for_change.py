@@ -18,3 +18,36 @@ def test_a_consuming_wait_rearms_and_a_peek_leaves_the_change_set():
         return peeked, still_set, consumed, quiet
 
     assert asyncio.run(main()) == (True, True, True, False)
+
+
+def test_subscriptions_sharing_one_event_wait_on_it_alone_with_the_same_answers():
+    async def main() -> tuple[bool, bool, bool, bool, int]:
+        shared = asyncio.Event()
+        workload, pods = Subscription(changed=shared), Subscription(changed=shared)
+        before, during = len(asyncio.all_tasks()), []
+        asyncio.get_running_loop().call_later(0.005, lambda: during.append(len(asyncio.all_tasks())))
+        asyncio.get_running_loop().call_later(0.01, pods.changed.set)
+        peeked = await wait_for_change([workload, pods], 5, consume=False)
+        tasks_while_waiting = during[0] - before
+        consumed = await wait_for_change([workload, pods], 5)
+        quiet = await wait_for_change([workload, pods], 0.01)
+        return peeked, workload.changed.is_set(), consumed, quiet, tasks_while_waiting
+
+    assert asyncio.run(main()) == (True, False, True, False, 0)
+
+
+def test_a_wait_on_a_change_already_there_still_gives_the_loop_a_turn():
+    async def main() -> list[str]:
+        order: list[str] = []
+        shared = asyncio.Event()
+        shared.set()
+
+        async def other() -> None:
+            order.append("other")
+
+        asyncio.get_running_loop().create_task(other())
+        await wait_for_change([Subscription(changed=shared)], 5, consume=False)
+        order.append("waited")
+        return order
+
+    assert asyncio.run(main()) == ["other", "waited"]

@@ -354,6 +354,13 @@ def baseline_values(
     return eligible[-window:] if window else []
 
 
+def regression_limit(baseline: float, threshold_pct: float, better: str) -> float:
+    """The value past which a metric regresses: its baseline moved ``threshold_pct`` towards worse,
+    relative to the baseline's size (as :func:`compare` measures a change)."""
+    step = abs(baseline) * threshold_pct / 100.0
+    return baseline + step if better == LOWER else baseline - step
+
+
 def _row(metric: str, current: float, values: Sequence[float], threshold: float, min_runs: int) -> Row:
     better = better_direction(metric)
     if len(values) < min_runs or not values:

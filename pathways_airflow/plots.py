@@ -46,6 +46,7 @@ from pathways_airflow.benchmark_history import (
     Row,
     Run,
     format_value,
+    regression_limit,
 )
 
 PANEL_WIDTH_IN = 4.2
@@ -156,9 +157,7 @@ def band_of(row: Row) -> Band | None:
     """
     if row.baseline is None:
         return None
-    step = abs(row.baseline) * row.threshold_pct / 100.0
-    limit = row.baseline + step if row.better == LOWER else row.baseline - step
-    return Band(row.baseline, limit, row.threshold_pct, row.baseline_runs)
+    return Band(row.baseline, regression_limit(row.baseline, row.threshold_pct, row.better), row.threshold_pct, row.baseline_runs)
 
 
 def _moment(recorded_at: str) -> dt.datetime | None:
@@ -184,11 +183,11 @@ def date_labels(recorded: list[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def tick_positions(count: int) -> tuple[int, ...]:
-    """At most :data:`MAX_DATE_TICKS` evenly spaced runs, always the first and the newest."""
-    if count <= MAX_DATE_TICKS:
+def tick_positions(count: int, most: int = MAX_DATE_TICKS) -> tuple[int, ...]:
+    """At most ``most`` evenly spaced runs, always the first and the newest."""
+    if count <= most:
         return tuple(range(count))
-    step = math.ceil((count - 1) / (MAX_DATE_TICKS - 1))
+    step = math.ceil((count - 1) / (most - 1))
     positions = list(range(0, count, step))
     if positions[-1] != count - 1:
         if count - 1 - positions[-1] < step / 2:

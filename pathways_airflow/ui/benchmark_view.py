@@ -10,8 +10,6 @@ engine were never compared with these and are left to that engine's view.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +28,10 @@ from pathways_airflow.benchmark_history import (
     better_direction,
     compare,
     format_value,
+    regression_limit,
     verdict,
 )
+from pathways_airflow.plots import date_labels, tick_positions
 
 MAX_TICKS = 8
 
@@ -92,36 +92,6 @@ class BenchmarkView:
     regressed_runs: int = 0
 
 
-def _moment(text: str) -> dt.datetime | None:
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when.astimezone(dt.timezone.utc) if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
-
-
-def run_labels(recorded: Sequence[str]) -> tuple[str, ...]:
-    """Axis labels that tell every run apart: the day alone, then the minute, then the second."""
-    moments = [_moment(text) for text in recorded]
-    labels: list[str] = list(recorded)
-    for form in ("%m-%d", "%m-%d %H:%M", "%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S"):
-        labels = [m.strftime(form) if m else text for m, text in zip(moments, recorded)]
-        if len(set(labels)) == len(labels):
-            return tuple(labels)
-    return tuple(f"{label} #{i + 1}" for i, label in enumerate(labels))
-
-
-def tick_positions(count: int, most: int = MAX_TICKS) -> tuple[int, ...]:
-    """Evenly spaced runs to label, always the first and the newest."""
-    if count <= most:
-        return tuple(range(count))
-    step = math.ceil((count - 1) / (most - 1))
-    picked = list(range(0, count - 1, step))
-    if count - 1 - picked[-1] < step / 2:
-        picked.pop()
-    return (*picked, count - 1)
-
-
 def rows_of(result: Any) -> tuple[Row, ...]:
     """The comparison rows a ``BenchmarkRegressionOperator`` result carries (malformed ones left out)."""
     if not isinstance(result, Mapping):
@@ -158,10 +128,7 @@ def _panel(metric: str, history: History, positions: Sequence[tuple[int, Run]], 
                                   run.run_id == current_id, then.baseline, then.status))
     current = next((p for p in points if p.current), None)
     baseline = gate_row.baseline if gate_row is not None else (current.baseline_then if current else None)
-    limit = None
-    if baseline is not None:
-        step = abs(baseline) * threshold / 100.0
-        limit = baseline + step if better == LOWER else baseline - step
+    limit = None if baseline is None else regression_limit(baseline, threshold, better)
     values = [p.value for p in points] + [v for v in (baseline, limit) if v is not None]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     pad = (high - low) * 0.08 or abs(high) * 0.1 or 1.0
@@ -224,7 +191,7 @@ def benchmark_view(
         )
         for metric in watched
     )
-    labels = run_labels([run.recorded_at for _, run in positions])
+    labels = date_labels([run.recorded_at for _, run in positions])
     runs = tuple(
         RunInfo(p, run.run_id, labels[p], run.recorded_at, run.regressions, run.checkpoint)
         for p, (_, run) in enumerate(positions)
@@ -236,7 +203,7 @@ def benchmark_view(
         engine=shown,
         engines=tuple({"engine": name, "runs": n} for name, n in counts.items()),
         runs=runs,
-        ticks=tick_positions(len(runs)),
+        ticks=tick_positions(len(runs), MAX_TICKS),
         panels=panels,
         verdict=said,
         current_run_id=current_id,
@@ -248,4 +215,4 @@ def benchmark_view(
 
 
 
-__all__ = ["BenchmarkView", "MetricPanel", "MetricPoint", "RunInfo", "benchmark_view", "rows_of", "run_labels", "tick_positions"]
+__all__ = ["BenchmarkView", "MetricPanel", "MetricPoint", "RunInfo", "benchmark_view", "rows_of"]

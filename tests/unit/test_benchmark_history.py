@@ -395,3 +395,15 @@ def test_the_verdict_and_summary_line():
         "REGRESSION in request_throughput (-50.0% vs baseline, threshold 10%), "
         "p99_ttft_ms (+100.0% vs baseline, threshold 10%)"
     )
+
+
+@pytest.mark.parametrize(("metric", "baseline", "limit"), [("median_ttft_ms", 100.0, 110.0), ("request_throughput", 50.0, 45.0)])
+def test_the_regression_limit_is_where_compare_starts_to_flag(metric, baseline, limit):
+    from pathways_airflow.benchmark_history import Run, better_direction, compare, regression_limit
+
+    assert regression_limit(baseline, 10.0, better_direction(metric)) == pytest.approx(limit)
+    earlier = History(tuple(Run(f"r{i}", f"2026-11-2{i}T00:00:00+00:00", {metric: baseline}) for i in range(3)))
+    nudge = 0.01 if better_direction(metric) == "lower" else -0.01
+    at_limit = compare({metric: limit}, earlier, watched=[metric], threshold_pct=10.0, run_id="now").rows[0]
+    past_limit = compare({metric: limit + nudge}, earlier, watched=[metric], threshold_pct=10.0, run_id="now").rows[0]
+    assert (at_limit.regressed, past_limit.regressed) == (False, True)

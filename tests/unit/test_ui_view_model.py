@@ -12,7 +12,7 @@ import json
 import pytest
 
 from pathways_airflow.benchmark_history import History, Run, compare, with_run
-from pathways_airflow.ui.benchmark_view import benchmark_view, rows_of, run_labels, tick_positions
+from pathways_airflow.ui.benchmark_view import MAX_TICKS, benchmark_view, rows_of
 from pathways_airflow.ui.view_model import format_duration, goodput_view, is_workload_result, to_json, workload_view
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
@@ -252,10 +252,8 @@ def test_an_empty_history_says_so():
     assert not view.has_history and "no runs" in view.message
 
 
-def test_labels_tell_runs_on_the_same_day_apart():
-    assert run_labels(["2026-11-22T00:00:00+00:00", "2026-11-23T00:00:00+00:00"]) == ("11-22", "11-23")
-    assert run_labels(["2026-11-23T00:00:00+00:00", "2026-11-23T14:05:00+00:00"]) == ("11-23 00:00", "11-23 14:05")
-    assert run_labels(["2026-11-23T14:05:01Z", "2026-11-23T14:05:09Z"]) == ("11-23 14:05:01", "11-23 14:05:09")
-    assert tick_positions(5) == (0, 1, 2, 3, 4)
-    ticks = tick_positions(365)
-    assert ticks[0] == 0 and ticks[-1] == 364 and len(ticks) <= 8
+def test_the_view_labels_and_ticks_its_axis_as_the_report_plot_does():
+    runs = [Run(f"r{i}", "2026-11-23T0%d:00:00+00:00" % i, {"median_ttft_ms": 100.0}) for i in range(3)]
+    view = benchmark_view(History(tuple(runs)), None)
+    assert [r.label for r in view.runs] == ["11-23 00:00", "11-23 01:00", "11-23 02:00"]
+    assert view.ticks == (0, 1, 2) and MAX_TICKS == 8

@@ -30,6 +30,7 @@ known (the step reached and the step resumed from) and are lost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,13 +101,18 @@ class Goodput:
         )
 
 
-def duration(seconds: float) -> str:
-    """``41.8 s``, ``12.3 min``, ``5.2 h``: a span as a person reads it."""
-    if seconds < 120:
+def duration(seconds: float | None) -> str:
+    """``4.2 s``, ``41 s``, ``3 min 12 s``, ``2 h 03 min``: a span as a person reads it, to the unit that matters."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds < 10:
         return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {(whole % 3600) // 60:02d} min"
 
 
 @dataclass

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pathways_airflow.state.goodput import duration
+
 
 PHASE_KINDS = ("submitted", "queued", "provisioning", "running", "restarting", "succeeded", "failed")
 """Timeline kinds that start a stretch of a workload's lane; ``deleted`` ends the lane and
@@ -35,20 +37,6 @@ _SLICES = re.compile(r"(\d+)/(\d+) slices")
 
 
 # --- shared formatting ---------------------------------------------------------------------------
-
-
-def format_duration(seconds: float | None) -> str:
-    """``41 s``, ``3 min 12 s``, ``2 h 03 min``: what a person reads at a glance, to the unit that matters."""
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    whole = int(round(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {(whole % 3600) // 60:02d} min"
 
 
 def utc_text(epoch: float | None) -> str | None:
@@ -252,7 +240,7 @@ def _headline(kind: str, workload: str | None, d: Mapping[str, Any], resubmitted
     again = f"resubmitted as {next_workload}" if next_workload else "resubmitted"
     again += f", resuming from step {resumed}" if resumed is not None else " with no checkpoint to resume from"
     recomputed, lost = _step(d.get("steps_recomputed")), _number(d.get("seconds_lost"))
-    cost = f"; {recomputed or 0} steps recomputed, {format_duration(lost or 0.0)} lost" if recomputed is not None or lost else ""
+    cost = f"; {recomputed or 0} steps recomputed, {duration(lost or 0.0)} lost" if recomputed is not None or lost else ""
     return f"{head}: {again}{cost}"
 
 
@@ -312,7 +300,7 @@ def goodput_view(goodput: Any) -> GoodputView | None:
     def part(key: str, label: str, seconds: Any) -> GoodputPart:
         value = _number(seconds) or 0.0
         share = value / held if held > 0 else None
-        text = f"{label}: {format_duration(value)}" + (f" ({share * 100:.1f}%)" if share is not None else "")
+        text = f"{label}: {duration(value)}" + (f" ({share * 100:.1f}%)" if share is not None else "")
         return GoodputPart(key, label, value, share, text)
 
     lost_parts = (
@@ -334,9 +322,9 @@ def goodput_view(goodput: Any) -> GoodputView | None:
         chips=chips if isinstance(chips, int) and not isinstance(chips, bool) else None,
         chip_hours=_number(goodput.get("chip_hours")),
         held_seconds=held,
-        held_text=format_duration(held),
+        held_text=duration(held),
         queued_seconds=queued,
-        queued_text=format_duration(queued),
+        queued_text=duration(queued),
         goodput=ratio,
         goodput_text=f"{ratio * 100:.1f}%" if ratio is not None else "–",
         parts=parts,
@@ -370,7 +358,7 @@ def workload_view(result: Any) -> WorkloadView:
     if goodput is None:
         notes.append("This result has no goodput split (written before pathways-airflow measured it).")
     elif not goodput.adds_up:
-        notes.append(f"The goodput parts add up to {format_duration(sum(p.seconds for p in goodput.parts))}, not the {goodput.held_text} held.")
+        notes.append(f"The goodput parts add up to {duration(sum(p.seconds for p in goodput.parts))}, not the {goodput.held_text} held.")
     checkpoint = result.get("checkpoint") if isinstance(result.get("checkpoint"), Mapping) else None
     wall = _number(result.get("wall_time_seconds"))
     restarts = result.get("restarts")
@@ -382,7 +370,7 @@ def workload_view(result: Any) -> WorkloadView:
         backend=result["backend"],
         state=result["state"],
         restarts=restarts if isinstance(restarts, int) else None,
-        wall_time_text=format_duration(wall) if wall is not None else None,
+        wall_time_text=duration(wall) if wall is not None else None,
         summary=str(result.get("disruption_summary") or "") or None,
         started=utc_text(t0),
         span_seconds=span,
@@ -401,7 +389,6 @@ __all__ = [
     "Lane",
     "Segment",
     "WorkloadView",
-    "format_duration",
     "goodput_view",
     "is_workload_result",
     "to_json",

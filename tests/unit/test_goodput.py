@@ -63,8 +63,10 @@ def test_one_maintenance_splits_the_held_time_into_parts_that_add_up():
     reported = split.to_dict()
     assert reported["lost"] == {"detection_seconds": 3.0, "restart_seconds": 10.0, "recomputed_seconds": 9.9}
     assert (reported["held_seconds"], reported["chips"], reported["goodput"]) == (188.0, 32, 0.7983)
-    assert split.summary().startswith("goodput 80% of 1.67 chip-hours (32 chips held 3.1 min): productive 2.5 min")
-    assert "lost 22.9 s to 1 disruption (detection 3.0 s, restart 10.0 s, recomputed 9.9 s)" in split.summary()
+    assert split.summary() == (
+        "goodput 80% of 1.67 chip-hours (32 chips held 3 min 08 s): productive 2 min 30 s, provisioning 12 s, "
+        "lost 23 s to 1 disruption (detection 3.0 s, restart 10 s, recomputed 9.9 s), cleanup 3.0 s; queued 6.0 s unheld"
+    )
 
 
 def test_a_run_that_never_committed_a_checkpoint_lost_all_it_ran():
@@ -149,6 +151,8 @@ def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_good
     assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), tpu=tpu, now=1195.5)
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(41.84, "41.8 s"), (150.0, "2.5 min"), (18_720.0, "5.2 h")])
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.42, "0.4 s"), (41.84, "42 s"), (192, "3 min 12 s"), (7380, "2 h 03 min"), (None, "–"), (float("inf"), "–")]
+)
 def test_durations_read_as_a_person_says_them(seconds, text):
     assert duration(seconds) == text

@@ -13,7 +13,7 @@ import pytest
 
 from pathways_airflow.benchmark_history import History, Run, compare, with_run
 from pathways_airflow.ui.benchmark_view import MAX_TICKS, benchmark_view, rows_of
-from pathways_airflow.ui.view_model import format_duration, goodput_view, is_workload_result, to_json, workload_view
+from pathways_airflow.ui.view_model import goodput_view, is_workload_result, to_json, workload_view
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
 
@@ -166,12 +166,6 @@ def test_the_view_is_plain_json():
     assert to_json({"a": (1.0, float("nan"))}) == {"a": [1.0, None]}
     assert goodput_view(None) is None
 
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(0.42, "0.4 s"), (41, "41 s"), (192, "3 min 12 s"), (7380, "2 h 03 min"), (None, "–")]
-)
-def test_durations_read_at_a_glance(seconds, text):
-    assert format_duration(seconds) == text
 
 
 # --- the benchmark history ------------------------------------------------------------------------

@@ -471,8 +471,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
             workload=submission.name,
             reached_step=event.last_step,
             resumed_from_step=checkpoint.step if checkpoint else None,
-            now=time.time(),
-            running_since=event.running_since or submission.started,
+            now=time.time(), running_since=event.running_since or submission.started, earlier=submission.disruptions,
         )
         submission = submission.with_disruptions(disruption)
         self.log.warning(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.state.conditions import condition, true_condition
+from pathways_airflow.state.units import duration
 from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
@@ -314,7 +315,7 @@ def worth_a_second_look(classification: Classification) -> bool:
 
 
 def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
-    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min lost``."""
+    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 20 s lost``."""
     if not disruptions:
         return "no disruptions"
     counts: dict[str, int] = {}
@@ -323,6 +324,6 @@ def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
         counts[kind] = counts.get(kind, 0) + 1
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     steps = sum(int(item.get("steps_recomputed") or 0) for item in disruptions)
-    minutes = sum(float(item.get("seconds_lost") or 0) for item in disruptions) / 60
+    lost = sum(float(item.get("seconds_lost") or 0) for item in disruptions)
     noun = "disruption" if len(disruptions) == 1 else "disruptions"
-    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed, {minutes:.0f} min lost"
+    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed, {duration(lost)} lost"

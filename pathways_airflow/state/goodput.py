@@ -30,13 +30,13 @@ known (the step reached and the step resumed from) and are lost.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.state.model import Phase
 from pathways_airflow.state.records import Disruption, WorkloadRun
+from pathways_airflow.state.units import duration
 
 
 @dataclass(frozen=True)
@@ -101,20 +101,6 @@ class Goodput:
         )
 
 
-def duration(seconds: float | None) -> str:
-    """``4.2 s``, ``41 s``, ``3 min 12 s``, ``2 h 03 min``: a span as a person reads it, to the unit that matters."""
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    whole = int(round(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {(whole % 3600) // 60:02d} min"
-
-
 @dataclass
 class _Split:
     queued: float = 0.0
@@ -168,16 +154,6 @@ def _split(run: WorkloadRun, *, first: bool, last: bool, now: float) -> _Split:
     return split
 
 
-def _recomputed(running: float, disruption: Disruption | None, started_at_step: int | None) -> float:
-    """Seconds of ``running`` spent on steps the disruption threw away, at the run's own pace."""
-    if disruption is None or disruption.reached_step is None or not disruption.steps_recomputed or running <= 0:
-        return 0.0
-    progressed = disruption.reached_step - (-1 if started_at_step is None else started_at_step)
-    if progressed <= 0:
-        return running
-    return min(running, running * disruption.steps_recomputed / progressed)
-
-
 def goodput_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption], chips: int, *, now: float) -> Goodput:
     """The goodput split of a task's workloads (``runs``, oldest first) on ``chips`` chips.
 
@@ -187,16 +163,15 @@ def goodput_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption], c
     ended_by = {d.workload: d for d in disruptions if d.resubmitted and d.workload}
     total = _Split()
     productive = recomputed = 0.0
-    started_at_step: int | None = None
     for index, run in enumerate(runs):
         split = _split(run, first=index == 0, last=index == len(runs) - 1, now=now)
         disruption = ended_by.get(run.workload)
-        wasted = _recomputed(split.running, disruption, started_at_step)
+        # What the disruption's own record says its recomputed steps cost (state.outcome.disruption_of).
+        wasted = min(split.running, disruption.seconds_lost) if disruption is not None else 0.0
         productive += split.running - wasted
         recomputed += wasted
         for name in ("queued", "provisioning", "detection", "restart", "cleanup"):
             setattr(total, name, getattr(total, name) + getattr(split, name))
-        started_at_step = disruption.resumed_from_step if disruption is not None else started_at_step
     return Goodput(
         chips=chips,
         queued=total.queued,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from typing import Any, Mapping
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
 
@@ -31,7 +31,7 @@ from pathways_airflow.exceptions import (
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.progress import steps_recomputed
+from pathways_airflow.state.progress import seconds_recomputed, steps_recomputed
 from pathways_airflow.state.records import Disruption, Submission, WorkloadEvent
 
 
@@ -131,12 +131,15 @@ def disruption_of(
     resumed_from_step: int | None,
     now: float,
     running_since: float,
+    earlier: Sequence[Disruption] = (),
 ) -> Disruption:
     """The record of a disruption that cost a resubmission: what ended it and what it cost.
 
-    ``seconds_lost`` counts from when the program was last seen running; a run that never
-    reported a step lost no training time.
+    ``seconds_lost``: the time the steps done again took, at the pace this run went since it
+    started (from the step the last resubmission in ``earlier`` resumed from); a run that never
+    reported a step lost no training time to recomputation.
     """
+    started_at = next((d.resumed_from_step for d in reversed(earlier) if d.resubmitted), None)
     return Disruption(
         time=now,
         kind=classification.verdict.value,
@@ -145,7 +148,7 @@ def disruption_of(
         reached_step=reached_step,
         resumed_from_step=resumed_from_step,
         steps_recomputed=steps_recomputed(reached_step, resumed_from_step),
-        seconds_lost=round(now - running_since, 1) if reached_step is not None else 0.0,
+        seconds_lost=round(seconds_recomputed(now - running_since, reached_step, resumed_from_step, started_at), 1),
     )
 
 

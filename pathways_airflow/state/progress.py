@@ -18,6 +18,19 @@ def last_completed_step(lines: Iterable[str]) -> int | None:
     return max(steps) if steps else None
 
 
+def seconds_recomputed(ran_seconds: float, reached: int | None, resumed_from: int | None, started_at: int | None) -> float:
+    """The time the steps a resume does again took, at the pace the run went.
+
+    The run started at step ``started_at`` (``None``: from scratch) and reached ``reached`` in
+    ``ran_seconds``; the steps after ``resumed_from`` are done again by the next run.
+    """
+    recomputed = steps_recomputed(reached, resumed_from)
+    if reached is None or not recomputed or ran_seconds <= 0:
+        return 0.0
+    progressed = reached - (-1 if started_at is None else started_at)
+    return ran_seconds if progressed <= 0 else min(ran_seconds, ran_seconds * recomputed / progressed)
+
+
 def steps_recomputed(reached: int | None, resumed_from: int | None) -> int:
     """Steps done again after resuming: from the checkpoint's step (or 0) up to where the run got."""
     if reached is None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pathways_airflow.state.goodput import duration
+from pathways_airflow.state.units import duration
 
 
 PHASE_KINDS = ("submitted", "queued", "provisioning", "running", "restarting", "succeeded", "failed")

@@ -22,7 +22,7 @@ MAINTENANCE = Disruption(
     reached_step=120,
     resumed_from_step=100,
     steps_recomputed=20,
-    seconds_lost=63.0,
+    seconds_lost=10.4,  # as state.outcome.disruption_of records it: 63 s since it ran × 20 / 121 steps
 )
 FIRST = WorkloadRun(
     "train-x-0",
@@ -52,8 +52,8 @@ def test_one_maintenance_splits_the_held_time_into_parts_that_add_up():
     assert split.provisioning == pytest.approx(12.0)  # admitted → running on both slices, first workload only
     assert split.detection == pytest.approx(3.0)  # FAILED seen → the verdict reached the task
     assert split.restart == pytest.approx(2.0 + 8.0)  # deleting the disrupted workload + the next one's provisioning
-    assert split.recomputed == pytest.approx(60.0 * 20 / 121)  # 20 of the 121 steps it ran, at its own pace
-    assert split.productive == pytest.approx(60.0 - 60.0 * 20 / 121 + 100.0)
+    assert split.recomputed == pytest.approx(10.4)  # what the disruption's record says its 20 recomputed steps cost
+    assert split.productive == pytest.approx(60.0 - 10.4 + 100.0)
     assert split.cleanup == pytest.approx(1.0 + 2.0)
     # Held = admission → deletion of each workload; every part is in it once.
     assert split.held == pytest.approx((1080.0 - 1003.0) + (1195.0 - 1084.0))
@@ -61,16 +61,18 @@ def test_one_maintenance_splits_the_held_time_into_parts_that_add_up():
     assert split.chip_hours == pytest.approx(32 * 188.0 / 3600)
     assert split.goodput == pytest.approx(split.productive / 188.0)
     reported = split.to_dict()
-    assert reported["lost"] == {"detection_seconds": 3.0, "restart_seconds": 10.0, "recomputed_seconds": 9.9}
-    assert (reported["held_seconds"], reported["chips"], reported["goodput"]) == (188.0, 32, 0.7983)
+    assert reported["lost"] == {"detection_seconds": 3.0, "restart_seconds": 10.0, "recomputed_seconds": 10.4}
+    assert (reported["held_seconds"], reported["chips"], reported["goodput"]) == (188.0, 32, 0.7957)
     assert split.summary() == (
         "goodput 80% of 1.67 chip-hours (32 chips held 3 min 08 s): productive 2 min 30 s, provisioning 12 s, "
-        "lost 23 s to 1 disruption (detection 3.0 s, restart 10 s, recomputed 9.9 s), cleanup 3.0 s; queued 6.0 s unheld"
+        "lost 23 s to 1 disruption (detection 3.0 s, restart 10 s, recomputed 10 s), cleanup 3.0 s; queued 6.0 s unheld"
     )
 
 
 def test_a_run_that_never_committed_a_checkpoint_lost_all_it_ran():
-    lost_everything = Disruption(1078.0, "MAINTENANCE", workload="train-x-0", reached_step=120, resumed_from_step=None, steps_recomputed=121)
+    lost_everything = Disruption(
+        1078.0, "MAINTENANCE", workload="train-x-0", reached_step=120, resumed_from_step=None, steps_recomputed=121, seconds_lost=63.0
+    )
     split = goodput_of([FIRST, SECOND], [lost_everything], chips=32, now=2000.0)
     assert split.recomputed == pytest.approx(60.0)
     assert split.productive == pytest.approx(100.0)

@@ -80,11 +80,18 @@ def test_jobset_restarts_in_place_do_not_count_against_the_budget():
 
 def test_a_resubmission_records_what_it_cost():
     lost = disruption_of(SLICE_LOST, workload="train-0", reached_step=60, resumed_from_step=50, now=200.0, running_since=120.0)
-    assert (lost.kind, lost.workload, lost.steps_recomputed, lost.seconds_lost) == ("SLICE_FAILURE", "train-0", 10, 80.0)
+    # 61 steps (0..60) in 80 s; the 10 after step 50 are done again: 80 × 10/61 s.
+    assert (lost.kind, lost.workload, lost.steps_recomputed, lost.seconds_lost) == ("SLICE_FAILURE", "train-0", 10, 13.1)
+    # A second disruption: the run started at step 50 (the first one's resume), so 30 steps took the 80 s.
+    again = disruption_of(SLICE_LOST, workload="train-1", reached_step=80, resumed_from_step=70, now=300.0, running_since=220.0, earlier=(lost,))
+    assert (again.steps_recomputed, again.seconds_lost) == (10, 26.7)
     never_stepped = disruption_of(SLICE_LOST, workload="train-0", reached_step=None, resumed_from_step=None, now=200.0, running_since=120.0)
     assert (never_stepped.steps_recomputed, never_stepped.seconds_lost) == (0, 0.0)
     from_scratch = disruption_of(MAINTENANCE, workload="train-0", reached_step=30, resumed_from_step=None, now=200.0, running_since=120.0)
     assert from_scratch.steps_recomputed == 31, "steps 0..30 are done again"
+    assert from_scratch.seconds_lost == 80.0, "everything it ran"
+    at_a_checkpoint = disruption_of(MAINTENANCE, workload="train-0", reached_step=25, resumed_from_step=25, now=200.0, running_since=120.0)
+    assert (at_a_checkpoint.steps_recomputed, at_a_checkpoint.seconds_lost) == (0, 0.0)
 
 
 def test_a_wait_that_ended_without_an_answer_fails_for_good_only_when_a_verb_was_refused():

@@ -19,7 +19,7 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.pathways import ClusterTarget
 from pathways_airflow.resources import NODE
 from pathways_airflow.state.slices import SliceReadiness, slice_readiness, slice_request
-from pathways_airflow.triggers.watch import api_lost, shared_watch, wait_for_change
+from pathways_airflow.triggers.watch import api_lost, shared_watch, spread, wait_for_change
 
 DEFAULT_POLL_INTERVAL = 60.0
 
@@ -86,7 +86,7 @@ class TpuSliceReadinessTrigger(BaseTrigger):
                     yield TriggerEvent({"status": "error", "message": lost})
                     return
                 if not watch.synced.is_set():  # the API is down as the wait starts: wait for it
-                    await wait_for_change([subscription], self.poll_interval)
+                    await wait_for_change([subscription], spread(self.poll_interval))
                     continue
                 readiness: SliceReadiness = slice_readiness(watch.values(), request, now=time.time())
                 summary = readiness.summary()
@@ -98,6 +98,6 @@ class TpuSliceReadinessTrigger(BaseTrigger):
                         {"status": "ready", "ready": list(readiness.ready), "readiness": readiness.to_dict()}
                     )
                     return
-                await wait_for_change([subscription], self.poll_interval)
+                await wait_for_change([subscription], spread(self.poll_interval))
         finally:
             watch.unsubscribe(subscription)

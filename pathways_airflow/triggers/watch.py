@@ -360,6 +360,16 @@ def shared_watch(
     return watches[key]
 
 
+RECHECK_SPREAD = 0.25
+"""A recheck comes up to this share of its period early, at random: thousands of waits started
+together (a triggerer restart) then stop firing their rechecks in the same instant."""
+
+
+def spread(seconds: float) -> float:
+    """``seconds`` less a random part of up to :data:`RECHECK_SPREAD` of it: never later than asked."""
+    return seconds * (1.0 - RECHECK_SPREAD * random.random())
+
+
 async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, consume: bool = True) -> bool:
     """Wait until any subscription fires (True) or ``timeout`` seconds pass (False).
 

@@ -51,3 +51,12 @@ def test_a_wait_on_a_change_already_there_still_gives_the_loop_a_turn():
         return order
 
     assert asyncio.run(main()) == ["other", "waited"]
+
+
+def test_rechecks_are_spread_never_later_than_asked():
+    from pathways_airflow.triggers.watch import RECHECK_SPREAD, spread
+
+    waits = [spread(60.0) for _ in range(2000)]
+    assert all(60.0 * (1 - RECHECK_SPREAD) <= w <= 60.0 for w in waits)
+    # Spread over the whole range: 10,000 waits started together no longer fire in one instant.
+    assert max(waits) - min(waits) > 60.0 * RECHECK_SPREAD * 0.9

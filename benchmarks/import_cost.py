@@ -14,6 +14,14 @@ figure is the median time of the target's import on top of ``airflow.sdk``:
 
 ``-X importtime`` of our import (modules loaded after ``airflow.sdk``) says where the time goes.
 
+Every figure is taken twice: **with bytecode** (each interpreter reads ``.pyc`` files, as an
+install made with compiled bytecode — ``scripts/setup-env``, pip's default, Airflow's images —
+gives every DAG processor) and **without** (every module compiled from source on each import, as
+in a virtualenv installed without bytecode and run with ``PYTHONDONTWRITEBYTECODE=1``). Both use a
+``PYTHONPYCACHEPREFIX`` of their own, so neither depends on what the virtualenv holds: with
+bytecode, the uncounted warm-up run writes the ``.pyc`` files the counted runs read; without, none
+is ever written.
+
     python benchmarks/import_cost.py --json benchmarks/results/import_cost.json
 """
 
@@ -66,11 +74,20 @@ spec.loader.exec_module(module)
 """
 
 
-def environment() -> dict[str, str]:
+BYTECODE_MODES = ("with_pyc", "without_pyc")
+
+
+def environment(bytecode: str = "with_pyc") -> dict[str, str]:
+    """The interpreters' environment; ``bytecode`` says whether they may read (and write) ``.pyc`` files."""
     env = dict(os.environ)
     env.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="import-cost-home-"))
     env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     env.pop("PYTHONPROFILEIMPORTTIME", None)
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix=f"import-cost-{bytecode}-")
+    if bytecode == "with_pyc":
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
@@ -111,42 +128,50 @@ def top_imports(code: str, env: dict[str, str], count: int = 15) -> list[dict[st
     return rows[:count]
 
 
+def measure_all(env: dict[str, str], runs: int, *, quick: bool) -> dict[str, Any]:
+    """Every target and example DAG file, in interpreters with ``env``."""
+    part: dict[str, Any] = {"modules": {}, "dags": {}, "dags_beyond_gs_asset_handler": {}}
+    warm = "PYTHONDONTWRITEBYTECODE" not in env  # with bytecode: an uncounted run writes the .pyc files
+    targets = {OURS_TARGET: TARGETS[OURS_TARGET]} if quick else TARGETS
+    for name, code in targets.items():
+        part["modules"][name] = measure(code, runs, env, warm=warm)
+    dag_files = sorted((REPO / "dags").glob("*.py"))
+    for path in dag_files[:1] if quick else dag_files:
+        part["dags"][path.name] = measure(DAG_RUNNER, runs, env, [str(path)], warm=warm)
+        # A gs:// Asset makes Airflow load the google provider's URI handler, which imports the
+        # GCS hook: the same figure with that import counted as part of the baseline.
+        part["dags_beyond_gs_asset_handler"][path.name] = measure(DAG_RUNNER, runs, env, [str(path)], baseline=GS_ASSET_HANDLER, warm=warm)
+    part["ours_top_imports"] = top_imports(TARGETS[OURS_TARGET], env)
+    return part
+
+
+def print_table(part: dict[str, Any]) -> None:
+    width = max(len(n) for n in [*part["modules"], *("dags/" + d for d in part["dags"])])
+    print(f"{'import (beyond airflow.sdk)':<{width}}  median s  airflow.sdk s")
+    for name, row in part["modules"].items():
+        print(f"{name:<{width}}  {row['extra_s_median']:>8.3f}  {row['airflow_sdk_s_median']:>13.3f}  {row['error'] or ''}")
+    for name, row in part["dags"].items():
+        beyond = part["dags_beyond_gs_asset_handler"][name]["extra_s_median"]
+        print(f"{'dags/' + name:<{width}}  {row['extra_s_median']:>8.3f}  {row['airflow_sdk_s_median']:>13.3f}  {row['error'] or ''}(without the gs:// asset handler: {beyond:.3f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per target")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 interpreter per target, no warm-up, ours and one DAG file")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 interpreter per target, ours and one DAG file")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args()
     runs = 1 if args.quick else args.runs
-    env = environment()
-    report: dict[str, Any] = {
-        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
-        "runs": runs,
-        "modules": {},
-        "dags": {},
-        "dags_beyond_gs_asset_handler": {},
-        "targets": {},
-    }
-    targets = {OURS_TARGET: TARGETS[OURS_TARGET]} if args.quick else TARGETS
-    warm = not args.quick
-    for name, code in targets.items():
-        report["modules"][name] = measure(code, runs, env, warm=warm)
-    dag_files = sorted((REPO / "dags").glob("*.py"))
-    for path in dag_files[:1] if args.quick else dag_files:
-        report["dags"][path.name] = measure(DAG_RUNNER, runs, env, [str(path)], warm=warm)
-        # A gs:// Asset makes Airflow load the google provider's URI handler, which imports the
-        # GCS hook (about 0.7 s): the same figure with that import counted as part of the baseline.
-        report["dags_beyond_gs_asset_handler"][path.name] = measure(DAG_RUNNER, runs, env, [str(path)], baseline=GS_ASSET_HANDLER, warm=warm)
-    report["ours_top_imports"] = top_imports(TARGETS[OURS_TARGET], env)
+    report: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]}, "runs": runs, "bytecode": {}}
+    for mode in BYTECODE_MODES:
+        report["bytecode"][mode] = measure_all(environment(mode), runs, quick=args.quick)
+    report.update(report["bytecode"]["with_pyc"])  # the headline figures: what a deployment's DAG processor pays
+    report["targets"] = {}
 
-    width = max(len(n) for n in [*report["modules"], *("dags/" + d for d in report["dags"])])
-    print(f"{'import (beyond airflow.sdk)':<{width}}  median s  airflow.sdk s")
-    for name, row in report["modules"].items():
-        print(f"{name:<{width}}  {row['extra_s_median']:>8.3f}  {row['airflow_sdk_s_median']:>13.3f}  {row['error'] or ''}")
-    for name, row in report["dags"].items():
-        beyond = report["dags_beyond_gs_asset_handler"][name]["extra_s_median"]
-        print(f"{'dags/' + name:<{width}}  {row['extra_s_median']:>8.3f}  {row['airflow_sdk_s_median']:>13.3f}  {row['error'] or ''}(without the gs:// asset handler: {beyond:.3f})")
-    print("\nslowest imports under ours (cumulative ms):")
+    for mode, part in report["bytecode"].items():
+        print(f"\n{mode.replace('_', ' ')}:")
+        print_table(part)
+    print("\nslowest imports under ours, with .pyc (cumulative ms):")
     for row in report["ours_top_imports"][:10]:
         print(f"  {row['cumulative_ms']:>8.1f}  {'  ' * row['depth']}{row['module']}")
 

@@ -64,6 +64,8 @@ def test_import_cost_quick(tmp_path):
     assert len(report["dags"]) == 1
     assert report["ours_top_imports"], "-X importtime was read"
     assert {"ours_le_0.1s", "each_dag_le_0.3s"} <= set(report["targets"])
+    assert set(report["bytecode"]) == {"with_pyc", "without_pyc"}
+    assert all(part["modules"]["pathways_airflow.operators + .sensors"]["error"] is None for part in report["bytecode"].values())
 
 
 if __name__ == "__main__":  # pragma: no cover

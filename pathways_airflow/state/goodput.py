@@ -185,4 +185,4 @@ def goodput_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption], c
     )
 
 
-__all__ = ["Goodput", "duration", "goodput_of"]
+__all__ = ["Goodput", "goodput_of"]

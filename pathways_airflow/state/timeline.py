@@ -27,6 +27,8 @@ _KIND_OF_PHASE = {
     Phase.SUCCEEDED.value: "succeeded",
     Phase.FAILED.value: "failed",
 }
+FINISHED_KINDS = (_KIND_OF_PHASE[Phase.SUCCEEDED.value], _KIND_OF_PHASE[Phase.FAILED.value])
+"""Entry kinds of a workload that has ended: nothing follows them but its deletion."""
 
 
 def phases_with(seen: Sequence[PhaseSeen], state: WorkloadState, at: float) -> tuple[PhaseSeen, ...]:
@@ -51,6 +53,14 @@ def _entry(at: float, workload: str, kind: str, label: str, evidence: Sequence[s
     return {"at": round(at, 3), "workload": workload, "kind": kind, "label": label, "evidence": list(evidence)}
 
 
+def _phase_entry(phase: PhaseSeen, workload: str) -> dict[str, Any]:
+    """A phase entry; with the slices ready and wanted when the phase counts them."""
+    entry = _entry(phase.at, workload, _KIND_OF_PHASE.get(phase.phase, phase.phase.lower()), phase_label(phase))
+    if phase.slices_total:
+        entry.update(slices_ready=phase.slices_ready, slices_total=phase.slices_total)
+    return entry
+
+
 def _disruption_label(disruption: Disruption) -> str:
     kind = disruption.kind.lower().replace("_", " ")
     if not disruption.resubmitted:
@@ -65,12 +75,13 @@ def timeline_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption]) 
 
     Entries: ``{"at", "workload", "kind", "label", "evidence"}``; ``kind`` is ``submitted``,
     a phase (``queued``, ``provisioning``, ``running``, ``restarting``, ``succeeded``, ``failed``),
-    ``disruption`` or ``deleted``.
+    ``disruption`` or ``deleted``. A phase that counts slices also has ``slices_ready`` and
+    ``slices_total``.
     """
     entries = []
     for run in runs:
         entries.append(_entry(run.submitted, run.workload, "submitted", f"submitted {run.workload}"))
-        entries.extend(_entry(p.at, run.workload, _KIND_OF_PHASE.get(p.phase, p.phase.lower()), phase_label(p)) for p in run.phases)
+        entries.extend(_phase_entry(p, run.workload) for p in run.phases)
         if run.deleted is not None:
             entries.append(_entry(run.deleted, run.workload, "deleted", f"deleted {run.workload}"))
     names = [run.workload for run in runs]
@@ -89,4 +100,4 @@ def _running_at(runs: Sequence[WorkloadRun], at: float) -> str | None:
     return current
 
 
-__all__ = ["MAX_PHASES", "phase_label", "phases_with", "timeline_of"]
+__all__ = ["FINISHED_KINDS", "MAX_PHASES", "phase_label", "phases_with", "timeline_of"]

@@ -19,21 +19,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pathways_airflow.state.timeline import FINISHED_KINDS
 from pathways_airflow.state.units import duration
 
 
-PHASE_KINDS = ("submitted", "queued", "provisioning", "running", "restarting", "succeeded", "failed")
-"""Timeline kinds that start a stretch of a workload's lane; ``deleted`` ends the lane and
-``disruption`` is an instant on it."""
-TERMINAL_KINDS = ("succeeded", "failed")
 RESULT_KEYS = ("name", "namespace", "backend", "state")
 """Keys every ``PathwaysJobOperator`` result has had since its first version."""
-_SLICES = re.compile(r"(\d+)/(\d+) slices")
 
 
 # --- shared formatting ---------------------------------------------------------------------------
@@ -185,14 +180,11 @@ def _entries(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "kind": entry["kind"],
                 "label": str(entry.get("label") or entry["kind"]),
                 "evidence": tuple(str(e) for e in evidence) if isinstance(evidence, (list, tuple)) else (),
+                "slices_ready": _step(entry.get("slices_ready")),
+                "slices_total": _step(entry.get("slices_total")),
             }
         )
     return sorted(found, key=lambda e: e["at"])
-
-
-def _slices(label: str) -> tuple[int | None, int | None]:
-    match = _SLICES.search(label)
-    return (int(match.group(1)), int(match.group(2))) if match else (None, None)
 
 
 def _lane(workload: str, attempt: int, entries: list[dict[str, Any]], t0: float, view_end: float) -> Lane:
@@ -204,11 +196,10 @@ def _lane(workload: str, attempt: int, entries: list[dict[str, Any]], t0: float,
             break
         following = phases[index + 1]["at"] if index + 1 < len(phases) else None
         if following is None:
-            following = entry["at"] if entry["kind"] in TERMINAL_KINDS else view_end
-        ready, total = _slices(entry["label"])
-        segments.append(Segment(entry["kind"], entry["label"], entry["at"] - t0, following - t0, ready, total))
+            following = entry["at"] if entry["kind"] in FINISHED_KINDS else view_end
+        segments.append(Segment(entry["kind"], entry["label"], entry["at"] - t0, following - t0, entry["slices_ready"], entry["slices_total"]))
     deleted = next((e["at"] for e in phases if e["kind"] == "deleted"), None)
-    end = deleted if deleted is not None else (phases[-1]["at"] if phases and phases[-1]["kind"] in TERMINAL_KINDS else view_end)
+    end = deleted if deleted is not None else (phases[-1]["at"] if phases and phases[-1]["kind"] in FINISHED_KINDS else view_end)
     start = entries[0]["at"] if entries else t0
     return Lane(workload, attempt, start - t0, end - t0, tuple(segments), deleted=deleted is not None)
 

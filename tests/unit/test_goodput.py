@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pathways_airflow.state.goodput import duration, goodput_of
+from pathways_airflow.state.goodput import goodput_of
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadRun
 from pathways_airflow.state.result import workload_result
 from pathways_airflow.state.timeline import MAX_PHASES, phases_with, timeline_of
+from pathways_airflow.state.units import duration
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
 
@@ -137,6 +138,8 @@ def test_the_timeline_lists_workloads_phases_and_disruptions_with_their_evidence
     assert disruption["label"] == "maintenance: resubmitted (step 120 reached, resumed from step 100)"
     assert disruption["evidence"][0].startswith("node gke-tpu-a1: cloud.google.com/active-node-maintenance")
     assert [e["label"] for e in entries if e["kind"] == "running"] == ["RUNNING 2/2 slices", "RUNNING 2/2 slices"]
+    assert [(e["slices_ready"], e["slices_total"]) for e in entries if e["kind"] in ("provisioning", "running")][:3] == [(0, 2), (1, 2), (2, 2)]
+    assert "slices_total" not in next(e for e in entries if e["kind"] == "failed")
     assert [e["at"] for e in entries if e["kind"] == "deleted"] == [1080.0, 1195.0]
     assert entries[-1]["kind"] == "deleted" and entries[-2]["kind"] == "succeeded"
 

@@ -147,3 +147,18 @@ def test_importing_the_operators_loads_nothing_of_openlineage():
     code = "import sys, pathways_airflow.operators, pathways_airflow.sensors; print(sorted(m for m in sys.modules if 'openlineage' in m))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_a_regression_gate_that_failed_still_reports_the_history_it_wrote():
+    pytest.importorskip("airflow.providers.openlineage", reason="the OpenLineage provider is an optional extra")
+    from pathways_airflow.operators import BenchmarkRegressionOperator
+
+    operator = BenchmarkRegressionOperator(
+        task_id="gate", metrics=BENCHMARK, watched_metrics=["median_ttft_ms", "request_throughput"], history_uri=REGRESSION["history_uri"]
+    )
+    assert operator.get_openlineage_facets_on_failure(None) is None, "nothing written, nothing reported"
+    operator.reported({**REGRESSION, "regressed": True, "regressions": ["median_ttft_ms"]})
+    lineage = operator.get_openlineage_facets_on_failure(None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("gs://ml-bucket", "bench/2026-11-26/result.json"), ("gs://ml-bucket", "bench/history.json")]
+    assert ("gs://ml-bucket", "bench/history.json") in [(d.namespace, d.name) for d in lineage.outputs]
+    assert lineage.run_facets["pathways_regression"].regressions == ["median_ttft_ms"]

@@ -24,8 +24,10 @@ EVIDENCE = [
 ]
 
 
-def entry(at: float, workload: str, kind: str, label: str, evidence=()) -> dict:
-    return {"at": T0 + at, "workload": workload, "kind": kind, "label": label, "evidence": list(evidence)}
+def entry(at: float, workload: str, kind: str, label: str, evidence=(), slices=None) -> dict:
+    """A timeline entry as state.timeline writes it; ``slices`` = (ready, total) on a phase that counts them."""
+    found = {"at": T0 + at, "workload": workload, "kind": kind, "label": label, "evidence": list(evidence)}
+    return found if slices is None else {**found, "slices_ready": slices[0], "slices_total": slices[1]}
 
 
 FIRST, SECOND = "pw-train-deferred-manual-1", "pw-train-deferred-manual-1-a1"
@@ -53,15 +55,15 @@ RESULT = {
     "timeline": [
         entry(0, FIRST, "submitted", f"submitted {FIRST}"),
         entry(0.4, FIRST, "queued", "QUEUED"),
-        entry(2.0, FIRST, "provisioning", "PROVISIONING 0/2 slices"),
-        entry(6.0, FIRST, "provisioning", "PROVISIONING 1/2 slices"),
-        entry(9.0, FIRST, "running", "RUNNING 2/2 slices"),
+        entry(2.0, FIRST, "provisioning", "PROVISIONING 0/2 slices", slices=(0, 2)),
+        entry(6.0, FIRST, "provisioning", "PROVISIONING 1/2 slices", slices=(1, 2)),
+        entry(9.0, FIRST, "running", "RUNNING 2/2 slices", slices=(2, 2)),
         entry(120.0, FIRST, "failed", "FAILED"),
         entry(120.0, FIRST, "disruption", "maintenance: resubmitted (step 25 reached, resumed from step 20)", EVIDENCE),
         entry(124.0, FIRST, "deleted", f"deleted {FIRST}"),
         entry(125.0, SECOND, "submitted", f"submitted {SECOND}"),
-        entry(126.0, SECOND, "provisioning", "PROVISIONING 0/2 slices"),
-        entry(133.0, SECOND, "running", "RUNNING 2/2 slices"),
+        entry(126.0, SECOND, "provisioning", "PROVISIONING 0/2 slices", slices=(0, 2)),
+        entry(133.0, SECOND, "running", "RUNNING 2/2 slices", slices=(2, 2)),
         entry(296.0, SECOND, "succeeded", "SUCCEEDED"),
         entry(300.0, SECOND, "deleted", f"deleted {SECOND}"),
     ],

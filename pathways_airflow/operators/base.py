@@ -1,14 +1,16 @@
 """``ClusterOperator``: what every operator that creates something on the cluster shares.
 
-Two things, each written once: the wall-clock deadline a wait gives up at (the task's
+Three things, each written once: the wall-clock deadline a wait gives up at (the task's
 ``execution_timeout``), what the task has created and not yet handed back (so that killing the
-task deletes exactly that: no leaked slice, no second copy).
+task deletes exactly that: no leaked slice, no second copy), and how a task that does not defer
+waits in its worker (:func:`first_event_here`: the trigger it would have deferred to).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -17,7 +19,28 @@ from pathways_airflow.connection import ClusterConnectionMixin
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow.triggers.base import BaseTrigger
+
     from pathways_airflow.resources import Resource
+
+
+def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
+    """Run ``trigger`` in this worker, on a loop of its own, until its first event; its payload.
+
+    A task that does not defer waits with the same trigger it would have deferred to: the same
+    watches, the same state core, the same events, so both paths decide alike.
+    """
+    from pathways_airflow.hooks.pathways import AsyncPathwaysHook
+
+    async def first() -> dict[str, Any]:
+        events = trigger.run()
+        try:
+            return dict((await events.__anext__()).payload)
+        finally:
+            await events.aclose()
+            await AsyncPathwaysHook.close_all()
+
+    return asyncio.run(first())
 
 
 class ClusterOperator(ClusterConnectionMixin, BaseOperator):
@@ -59,4 +82,4 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         self.released()
 
 
-__all__ = ["ClusterOperator"]
+__all__ = ["ClusterOperator", "first_event_here"]

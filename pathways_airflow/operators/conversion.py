@@ -23,7 +23,6 @@ The operator only reads and writes GCS, creates, waits on and deletes the Job.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator
+from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.state.messages import quoted_log
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
 from pathways_airflow.resources import JOB, POD
@@ -291,20 +290,18 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         manifest = self.render_manifest(context)
         name = manifest["metadata"]["name"]
         self._submit(manifest, self.task_identity(context).key)
-        if self.deferrable:
-            from pathways_airflow.triggers.job import BatchJobTrigger
+        from pathways_airflow.triggers.job import BatchJobTrigger
 
-            self.defer(
-                trigger=BatchJobTrigger(
-                    name=name,
-                    namespace=self.namespace,
-                    target=self.hook.resolved_target().to_dict(),
-                    poll_interval=self.poll_interval,
-                    deadline=self.deadline(context),
-                ),
-                method_name="execute_complete",
-            )
-        return self.execute_complete(context, self._wait_here(name))
+        trigger = BatchJobTrigger(
+            name=name,
+            namespace=self.namespace,
+            target=self.hook.resolved_target().to_dict(),
+            poll_interval=self.poll_interval,
+            deadline=self.deadline(context),
+        )
+        if self.deferrable:
+            self.defer(trigger=trigger, method_name="execute_complete")
+        return self.execute_complete(context, first_event_here(trigger))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Act on how the Job ended: verify and record the output, or report the failure."""
@@ -427,19 +424,6 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
     def _wait_deleted(self, name: str) -> None:
         if self.hook.wait_gone(self.namespace, [(JOB, name)], timeout=DELETE_WAIT_SECONDS, poll=min(1.0, self.poll_interval)):
             raise KubernetesApiError(f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s")
-
-    def _wait_here(self, name: str) -> dict[str, Any]:
-        """Wait in the worker: read the Job every ``poll_interval`` with the trigger's own reading."""
-        last_line = ""
-        while True:
-            outcome = job_outcome(self.hook.get(JOB, self.namespace, name))
-            line = outcome.summary()
-            if line != last_line:
-                self.log.info("Job %s/%s: %s", self.namespace, name, line)
-                last_line = line
-            if outcome.finished:
-                return outcome.to_event(name, self.namespace)
-            time.sleep(self.poll_interval)
 
     def _pods(self, name: str) -> list[dict[str, Any]]:
         return self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={name}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
@@ -34,7 +34,7 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator
+from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.exceptions import (
     BadSpecError,
     InfrastructureError,
@@ -43,6 +43,7 @@ from pathways_airflow.exceptions import (
     UserCodeError,
     WorkloadDeletedError,
 )
+from pathways_airflow.hooks.changes import look_until
 from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, read_object, storage_client
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
@@ -326,17 +327,6 @@ class _InferenceServerOperator(ClusterOperator):
         for manifest in self._server_objects(context, server, names):
             self._create(manifest, context)
 
-    def _wait(self, deadline: float, step: Callable[[], Any]) -> Any:
-        """Call ``step`` every ``poll_interval`` until it returns something, the task stops, or time is up."""
-        while True:
-            self._check_stopped()
-            value = step()
-            if value is not None:
-                return value
-            if time.monotonic() >= deadline:
-                return None
-            self._stopped.wait(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
-
     def _wait_until_serving(self, names: ServingNames, server: InferenceServer) -> None:
         """Until the LeaderWorkerSet is Available and the engine's health check answers 200 through the Service.
 
@@ -347,8 +337,7 @@ class _InferenceServerOperator(ClusterOperator):
         deadline = started + server.startup_seconds
         seen: dict[str, Any] = {"summary": None, "leaders": []}
 
-        def step() -> ServerProgress | None:
-            lws = self.hook.get(LEADERWORKERSET, self.namespace, names.lws)
+        def step(lws: dict[str, Any] | None) -> ServerProgress | None:
             pods = (
                 self.hook.list(POD, self.namespace, label_selector=f"{well_known.LWS_NAME}={names.lws}")
                 if lws
@@ -376,7 +365,11 @@ class _InferenceServerOperator(ClusterOperator):
                 return progress
             return None
 
-        if self._wait(deadline, step) is None:
+        serving = look_until(
+            self.hook, LEADERWORKERSET, self.namespace, names.lws, step,
+            deadline=deadline, interval=self.poll_interval, before_look=self._check_stopped,
+        )
+        if serving is None:
             quoted = self._quoted(f"{names.lws}-0", server.engine.container)
             raise server_timed_out(
                 self.namespace, names.lws, server.startup_seconds, seen["summary"], len(seen["leaders"]), quoted
@@ -671,26 +664,22 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             self._wait_until_serving(names, server)
             self._start_benchmark(context, run, names, result_uri)
             deadline, limit = self._job_deadline(context, run)
-            if self.deferrable:
-                from pathways_airflow.triggers.job import BatchJobTrigger
+            from pathways_airflow.triggers.job import BatchJobTrigger
 
+            trigger = BatchJobTrigger(
+                name=names.job,
+                namespace=self.namespace,
+                target=self.hook.resolved_target().to_dict(),
+                poll_interval=self.poll_interval,
+                deadline=deadline,
+                also_delete=[{"kind": LEADERWORKERSET.kind, "name": names.lws}, {"kind": SERVICE.kind, "name": names.service}],
+            )
+            if self.deferrable:
                 self._deferring = True
-                self.defer(
-                    trigger=BatchJobTrigger(
-                        name=names.job,
-                        namespace=self.namespace,
-                        target=self.hook.resolved_target().to_dict(),
-                        poll_interval=self.poll_interval,
-                        deadline=deadline,
-                        also_delete=[
-                            {"kind": LEADERWORKERSET.kind, "name": names.lws},
-                            {"kind": SERVICE.kind, "name": names.service},
-                        ],
-                    ),
-                    method_name="execute_complete",
-                    kwargs={"limit": limit},
-                )
-            return self._benchmark_result(self._wait_here(names, deadline), names, result_uri, limit)
+                self.defer(trigger=trigger, method_name="execute_complete", kwargs={"limit": limit})
+            event = first_event_here(trigger)
+            self._check_stopped()
+            return self._benchmark_result(event, names, result_uri, limit)
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, limit: str = ""
@@ -744,18 +733,6 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             run.request_rate,
             run.max_output_length,
         )
-
-    def _wait_here(self, names: ServingNames, deadline: float) -> dict[str, Any]:
-        """Wait in the worker with the trigger's own reading of the Job; the same events."""
-
-        def finished() -> JobOutcome | None:
-            outcome = job_outcome(self.hook.get(JOB, self.namespace, names.job))
-            return outcome if outcome.finished else None
-
-        done = self._wait(time.monotonic() + max(0.0, deadline - time.time()), finished)
-        if done is None:
-            return {"status": "timeout", "name": names.job, "namespace": self.namespace, "deleted": False}
-        return done.to_event(names.job, self.namespace)
 
     def _benchmark_result(
         self, event: Mapping[str, Any], names: ServingNames, result_uri: str, limit: str

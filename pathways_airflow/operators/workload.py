@@ -17,7 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator
+from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.identity import task_identity
@@ -434,25 +434,8 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         )
 
     def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:
-        """Wait in the worker (not deferring) with the same trigger, run on a loop of our own.
-
-        The same watches, the same state core, the same log capture as in the triggerer; only
-        where it runs differs.
-        """
-        import asyncio
-
-        from pathways_airflow.hooks.pathways import AsyncPathwaysHook
-
-        async def first_event() -> dict[str, Any]:
-            events = self._trigger(context, record.name).run()
-            try:
-                event = await events.__anext__()
-                return dict(event.payload)
-            finally:
-                await events.aclose()
-                await AsyncPathwaysHook.close_all()
-
-        return self.execute_complete(context, asyncio.run(first_event()), record.to_dict())
+        """Wait in the worker (not deferring) with the same trigger, its log captured alike."""
+        return self.execute_complete(context, first_event_here(self._trigger(context, record.name)), record.to_dict())
 
     def _newest_checkpoint(self, context: Context) -> Checkpoint | None:  # GCS outages: waited out until the deadline
         deadline = self.deadline(context)

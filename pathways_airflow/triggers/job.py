@@ -2,9 +2,12 @@
 
 Short, single-pod work (a checkpoint conversion, an inference benchmark) runs as a plain Job,
 not a Pathways workload: there are no slices to watch and no restarts to follow, so one ``GET``
-of the Job every ``poll_interval`` is all the waiting needs — no shared watch. When the Job has
-finished is the pure :func:`pathways_airflow.state.jobs.job_outcome`; the operators' own waits in
-a worker use the same function, so every path decides alike.
+of the Job is all a look needs. The look comes as soon as the Job changes — every trigger of a
+namespace is woken by one shared watch of the Jobs this provider made (cached as bare names:
+the watch only says *when* to look) — and at the latest every ``poll_interval``, so a Job that
+finishes is seen at once, not up to an interval later. When the Job has finished is the pure
+:func:`pathways_airflow.state.jobs.job_outcome`; the operators' own waits in a worker use the
+same function, so every path decides alike.
 
 It never raises out of ``run()``: an API that keeps failing ends in one ``error`` event. When
 the task's ``execution_timeout`` passes, the Job is deleted here and a ``timeout`` event sent; a
@@ -22,15 +25,27 @@ from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import BY_KIND, JOB
+from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, OUTCOMES, RUNNING, JobOutcome, job_outcome
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
+from pathways_airflow.triggers.watch import Subscription, shared_watch, spread, wait_for_change
 
 DEFAULT_POLL_INTERVAL = 10.0
 MAX_CONSECUTIVE_FAILURES = 10
 
 __all__ = ["BatchJobTrigger", "COMPLETE", "FAILED", "GONE", "OUTCOMES", "RUNNING", "JobOutcome", "job_outcome"]
 """The trigger, and the Job-outcome names its events carry (defined in :mod:`pathways_airflow.state.jobs`)."""
+
+OUR_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+"""The Jobs the shared watch follows: the ones this provider's operators create."""
+
+
+def name_only(job: dict[str, Any]) -> dict[str, Any]:
+    """What the wake-up watch keeps of a Job: its name and namespace, nothing a look would read."""
+    meta = job.get("metadata") or {}
+    return {"metadata": {"name": meta.get("name", ""), "namespace": meta.get("namespace", "")}}
+
 
 # --- the trigger ----------------------------------------------------------------------------------
 
@@ -101,6 +116,20 @@ class BatchJobTrigger(KillableTrigger):
             )
 
     async def _poll(self) -> AsyncIterator[TriggerEvent]:
+        watch = shared_watch(self.cluster, JOB, self.namespace, OUR_JOBS, prune=name_only)
+        subscription = watch.subscribe([self.name])
+        try:
+            async for event in self._looks(subscription):
+                yield event
+        finally:
+            watch.unsubscribe(subscription)
+
+    async def _looks(self, changed: Subscription) -> AsyncIterator[TriggerEvent]:
+        """Read the Job after each change of it (and every ``poll_interval``) until it has finished.
+
+        After a failed read the wait is the plain interval, never the watch's wake-ups: a failing
+        API fails the watch too, and its reconnects must not use up ``max_failures`` faster.
+        """
         failures = 0
         last_line = ""
         while True:
@@ -157,7 +186,11 @@ class BatchJobTrigger(KillableTrigger):
                     }
                 )
                 return
-            await asyncio.sleep(self.poll_interval if remaining is None else max(0.0, min(self.poll_interval, remaining)))
+            pause = spread(self.poll_interval) if remaining is None else max(0.0, min(self.poll_interval, remaining))
+            if failures:
+                await asyncio.sleep(pause)
+            else:
+                await wait_for_change([changed], pause)
 
     async def _delete(self, why: str) -> bool:
         return await self._delete_one({"kind": JOB.kind, "name": self.name}, why)

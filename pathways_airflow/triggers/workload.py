@@ -42,6 +42,7 @@ from pathways_airflow.state.timeline import phases_with
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
+from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_pathwaysjob, pruned_pod
 from pathways_airflow.triggers.watch import (
     API_OUTAGE_LIMIT_SECONDS,
     SharedWatch,
@@ -79,26 +80,9 @@ def _seen(watch: SharedWatch, name: str, namespace: str) -> tuple[dict[str, Any]
     return tuple(o for o in found if o["metadata"].get("namespace") == namespace)
 
 
-def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A pod as the state core reads it: metadata without annotations, its status, and of its
-    spec only the node and the container names (the rest is the template, already in the JobSet)."""
-    meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
-    spec = pod.get("spec") or {}
-    slim_spec: dict[str, Any] = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
-    if spec.get("nodeName"):
-        slim_spec["nodeName"] = spec["nodeName"]
-    return {"apiVersion": pod.get("apiVersion"), "kind": pod.get("kind"), "metadata": meta, "spec": slim_spec, "status": pod.get("status") or {}}
-
-
-def pruned_job(job: dict[str, Any]) -> dict[str, Any]:
-    """A Job as the classifier reads it: metadata without annotations, and its status."""
-    meta = {k: v for k, v in (job.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
-    return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": meta, "status": job.get("status") or {}}
-
-
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
     watches = {
-        "jobsets": shared_watch(target, JOBSET, namespace),
+        "jobsets": shared_watch(target, JOBSET, namespace, prune=pruned_jobset),
         "pods": shared_watch(
             target, POD, namespace, label_selector=well_known.JOBSET_NAME, index=by_label(well_known.JOBSET_NAME), prune=pruned_pod
         ),
@@ -108,7 +92,7 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
         "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet")),
     }
     if backend == "pathwaysjob":
-        watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace)
+        watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace, prune=pruned_pathwaysjob)
     return watches
 
 

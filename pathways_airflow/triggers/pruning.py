@@ -1,0 +1,165 @@
+"""What the triggerer's shared caches keep of each object: what the state core reads of it, no more. Pure.
+
+One triggerer holds a cache entry per workload object for every wait it runs, for days
+(:mod:`~pathways_airflow.triggers.watch`). A JobSet carries the pod templates of its head and
+workers (containers, their args, env, ports, resources, probes; on a real API server its
+``managedFields`` as well), a PathwaysJob the user's pod template; the waits read a handful of
+fields of either. Caching them whole made the JobSets alone most of a triggerer's memory per
+wait. Each function here keeps the fields some reader of the trigger path reads, names that
+reader, and drops the rest before the object is cached, so every decision is the one the whole
+object gives (``tests/unit/test_pruning.py`` compares the two on the recorded status fixtures).
+
+Kept of every object: ``apiVersion``, ``kind`` (:func:`~pathways_airflow.state.creation.creation_failure`
+tells a PathwaysJob by it) and ``status`` whole (every phase, count and condition is read
+there). Of ``metadata``, small, everything but ``managedFields`` (the watch keys the cache by
+``name`` and ``namespace``; the readers use ``uid``, ``labels``, ``creationTimestamp`` and
+``deletionTimestamp``), and of its annotations only this provider's own, which the triggers write
+and read back: :func:`~pathways_airflow.state.restart_log.restarts_written`,
+:func:`~pathways_airflow.state.verdicts.disruption_seen` and
+:func:`~pathways_airflow.state.ran_on.went_down_under_it`. A pod or a Job keeps no annotation.
+
+Measured (``tests/unit/test_pruning.py``), as JSON bytes and as the parsed dicts' deep
+``sys.getsizeof``: a provider-rendered 2-slice MaxText training, with the running status the local
+cluster's API gave one, caches its JobSet in 1,812 bytes instead of 7,993 (9.6 KB of Python
+objects instead of 44.7 KB) and its PathwaysJob in 1,365 instead of 2,055 (6.6 KB instead of
+10.3 KB); the recorded ``running_two_slices`` fixture's JobSet in 1,485 instead of 5,943. A real
+API server's ``managedFields`` and defaulted pod-template fields only widen the gap.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pathways_airflow.spec.names import LABEL_PREFIX
+
+PROVIDER_ANNOTATIONS = f"{LABEL_PREFIX}/"
+"""The prefix of the annotations the triggers write on a workload and read back."""
+
+ELASTIC_FLAG = "--num_elastic_slices="
+"""The proxy's flag :func:`~pathways_airflow.state.status.elastic_slices` reads from a JobSet's head template."""
+
+POD_TEMPLATE_CONTAINERS = ("initContainers", "containers")
+
+
+def _metadata(obj: Mapping[str, Any], *, annotations: bool) -> dict[str, Any]:
+    """``metadata`` without ``managedFields``; with this provider's annotations only, or none."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
+    own = {k: v for k, v in ((obj.get("metadata") or {}).get("annotations") or {}).items() if k.startswith(PROVIDER_ANNOTATIONS)}
+    if annotations and own:
+        meta["annotations"] = own
+    return meta
+
+
+def _kept(obj: Mapping[str, Any], metadata: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
+    pruned: dict[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": metadata}
+    if spec is not None:
+        pruned["spec"] = spec
+    pruned["status"] = obj.get("status") or {}
+    return pruned
+
+
+def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod as the state core reads it: metadata without annotations, its status, and of its
+    spec only the node (:func:`~pathways_airflow.state.disruption.classify`,
+    :func:`~pathways_airflow.state.ran_on.where_workers_run`) and the container names
+    (:func:`~pathways_airflow.state.status.main_container_status`); the rest is the template, already in the JobSet."""
+    spec = pod.get("spec") or {}
+    slim_spec: dict[str, Any] = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
+    if spec.get("nodeName"):
+        slim_spec["nodeName"] = spec["nodeName"]
+    return _kept(pod, _metadata(pod, annotations=False), slim_spec)
+
+
+def pruned_job(job: dict[str, Any]) -> dict[str, Any]:
+    """A Job as the classifier reads it (:func:`~pathways_airflow.state.disruption.lost_workers`,
+    :func:`~pathways_airflow.state.creation.children_missing`): metadata without annotations, and its status."""
+    return _kept(job, _metadata(job, annotations=False), None)
+
+
+def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
+    """A JobSet as the trigger path reads it. Of its ``spec``:
+
+    * ``suspend``: :func:`~pathways_airflow.state.status.is_suspended`;
+    * of ``failurePolicy``, ``maxRestarts`` (:func:`~pathways_airflow.state.outcome.restarts_left`) and
+      the rules' names (:func:`~pathways_airflow.state.disruption.has_the_user_error_rule`);
+    * each of ``replicatedJobs`` as :func:`_replicated_job` keeps it.
+    """
+    spec = jobset.get("spec") or {}
+    slim: dict[str, Any] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    if "failurePolicy" in spec:
+        slim["failurePolicy"] = _failure_policy(spec["failurePolicy"])
+    if "replicatedJobs" in spec:
+        slim["replicatedJobs"] = [_replicated_job(r) if isinstance(r, Mapping) else r for r in spec.get("replicatedJobs") or ()]
+    return _kept(jobset, _metadata(jobset, annotations=True), slim)
+
+
+def _failure_policy(policy: Any) -> Any:
+    """``maxRestarts`` and each rule's ``name``; a policy or rule that is no object is kept as it is."""
+    if not isinstance(policy, Mapping):
+        return policy
+    kept: dict[str, Any] = {"maxRestarts": policy["maxRestarts"]} if "maxRestarts" in policy else {}
+    if "rules" in policy:
+        rules = policy["rules"] or ()
+        kept["rules"] = [{k: r[k] for k in ("name",) if k in r} if isinstance(r, Mapping) else r for r in rules]
+    return kept
+
+
+def _replicated_job(replicated: Mapping[str, Any]) -> dict[str, Any]:
+    """``name`` and ``replicas`` (:func:`~pathways_airflow.state.status.slices_total`,
+    :func:`~pathways_airflow.state.creation.children_missing`), the Job's ``parallelism``
+    (:func:`~pathways_airflow.state.status.pods_per_slice`), and of its pod template what :func:`_pod_spec` keeps."""
+    kept = {k: replicated[k] for k in ("name", "replicas") if k in replicated}
+    job_spec = (replicated.get("template") or {}).get("spec") or {}
+    slim_job: dict[str, Any] = {"parallelism": job_spec["parallelism"]} if "parallelism" in job_spec else {}
+    pod_spec = _pod_spec((job_spec.get("template") or {}).get("spec") or {})
+    if pod_spec:
+        slim_job["template"] = {"spec": pod_spec}
+    if slim_job:
+        kept["template"] = {"spec": slim_job}
+    return kept
+
+
+def _pod_spec(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``nodeSelector`` (:func:`~pathways_airflow.state.disruption.worker_node_selector`: which nodes a
+    failure's slice is on), and of the containers only the args that are the elastic-slices flag
+    (:func:`~pathways_airflow.state.status.elastic_slices`), in their order, with their container's name."""
+    kept: dict[str, Any] = {"nodeSelector": pod_spec["nodeSelector"]} if "nodeSelector" in pod_spec else {}
+    for key in POD_TEMPLATE_CONTAINERS:
+        flagged = [
+            {"name": c.get("name"), "args": [a for a in c.get("args") or () if str(a).startswith(ELASTIC_FLAG)]}
+            for c in pod_spec.get(key) or ()
+            if any(str(a).startswith(ELASTIC_FLAG) for a in c.get("args") or ())
+        ]
+        if flagged:
+            kept[key] = flagged
+    return kept
+
+
+def pruned_pathwaysjob(pathwaysjob: dict[str, Any]) -> dict[str, Any]:
+    """A PathwaysJob as the trigger path reads it: its ``spec`` whole but for the user's pod template.
+
+    The spec is what :func:`~pathways_airflow.state.status.controller_objections` checks as the
+    controller does (``workers``, ``maxRestarts``, ``controller``'s mode, ``elasticSlices`` and
+    metrics flag; ``customComponents``, ``pathwaysDir`` and the rest are parsed with them), and it is
+    small. Of ``controller.template``, whose containers no reader looks into, only its presence
+    counts: :func:`~pathways_airflow.state.status._declared_main_container` (a headless job has
+    none) and :func:`~pathways_airflow.spec.parse.workload_from_pathwaysjob` (a user's program or
+    not); :func:`_template_presence` keeps exactly that.
+    """
+    spec = dict(pathwaysjob.get("spec") or {})
+    controller = spec.get("controller")
+    if isinstance(controller, Mapping) and "template" in controller:
+        spec["controller"] = {**controller, "template": _template_presence(controller["template"])}
+    return _kept(pathwaysjob, _metadata(pathwaysjob, annotations=True), spec)
+
+
+def _template_presence(template: Any) -> Any:
+    """A pod template reduced to what its readers test: an empty ``spec`` stands for a non-empty
+    template. One that is empty or no object (the CRD allows neither in practice) is kept as it is,
+    as is one whose ``spec`` is no object: the parse then fails the same way on both."""
+    if not isinstance(template, Mapping) or not template:
+        return template
+    spec = template.get("spec")
+    if spec and not isinstance(spec, Mapping):
+        return template
+    return {"spec": {}}

@@ -1,0 +1,353 @@
+"""The triggerer caches pruned JobSets and PathwaysJobs: every decision is the one the whole objects give.
+
+The observations are the recorded status fixtures (``fixtures/status/``, what the local cluster's
+API returned in each state: queued, provisioning, running, elastic, restarting, failed by a
+disruption, by the user's code, by a refused spec, succeeded), each as recorded and edited the
+ways the trigger path reads differently (suspended, elastic from the JobSet, provider and foreign
+annotations, pods gone, a rejected spec). For each, everything the trigger path decides from the
+JobSet and the PathwaysJob is computed on the whole objects and on what the caches keep
+(:mod:`pathways_airflow.triggers.pruning`, pods and Jobs pruned too), and must be equal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pathways_airflow import well_known
+from pathways_airflow.hooks.pathways import ClusterTarget
+from pathways_airflow.spec import TaskIdentity, build_workload, render
+from pathways_airflow.spec.parse import workload_from_pathwaysjob
+from pathways_airflow.state import creation
+from pathways_airflow.state.disruption import (
+    Classification,
+    Verdict,
+    classify,
+    has_the_user_error_rule,
+    head_failed_first,
+    slice_nodes_disrupted,
+    worker_node_selector,
+)
+from pathways_airflow.state.model import Observation, kueue_workload_of
+from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it
+from pathways_airflow.state.records import JOBSET_RESTART, Disruption
+from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
+from pathways_airflow.state.result import tpu_of
+from pathways_airflow.state.status import (
+    controller_objections,
+    current_attempt,
+    elastic_slices,
+    failed_container,
+    head_exit_seen,
+    head_pod,
+    pods_per_slice,
+    slices_ready,
+    slices_total,
+    workload_state,
+)
+from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
+from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.workload import workload_watches
+from pathways_airflow_testing.nodes import node_manifests, tpu_pool
+
+FIXTURES = Path(__file__).parent / "fixtures" / "status"
+SCENARIOS = sorted(p.stem for p in FIXTURES.glob("*.json"))
+Fields = dict[str, Any]
+
+HEALTHY = node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4")) + node_manifests(tpu_pool("tpu-v6e-4x4-0", "ct6e-standard-4t", "4x4"))
+
+
+def _disrupted(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same nodes, the first of each pool tainted for termination."""
+    changed = copy.deepcopy(nodes)
+    seen: set[str] = set()
+    for node in changed:
+        pool = node["metadata"]["labels"].get("cloud.google.com/gke-nodepool")
+        if pool not in seen:
+            seen.add(pool)
+            node.setdefault("spec", {}).setdefault("taints", []).append(
+                {"key": well_known.IMPENDING_TERMINATION, "value": "true", "effect": "NoSchedule"}
+            )
+    return changed
+
+
+NODE_SETS = {"none": [], "healthy": HEALTHY, "disrupted": _disrupted(HEALTHY)}
+
+
+def fixture(name: str) -> Fields:
+    return json.loads((FIXTURES / f"{name}.json").read_text())["observation"]
+
+
+def _top(fields: Fields) -> dict[str, Any] | None:
+    return fields["pathwaysjob"] if fields["backend"] == "pathwaysjob" else fields["jobset"]
+
+
+def _jobs(jobset: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The child Jobs a JobSet makes for its current attempt, a worker Job counting one lost pod."""
+    if jobset is None:
+        return []
+    name, attempt = jobset["metadata"]["name"], str((jobset.get("status") or {}).get("restarts", 0))
+    jobs = []
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        for index in range(int(replicated.get("replicas", 1))):
+            labels = {well_known.JOBSET_NAME: name, well_known.REPLICATED_JOB: replicated["name"], well_known.RESTART_ATTEMPT: attempt}
+            jobs.append({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": f"{name}-{replicated['name']}-{index}", "namespace": "default", "labels": labels,
+                             "annotations": {"batch.kubernetes.io/job-tracking": ""}, "creationTimestamp": "2026-11-22T07:40:46Z"},
+                "spec": {"parallelism": 2, "template": replicated["template"]["spec"]["template"]},
+                "status": {"failed": int(replicated["name"] == "worker" and index == 0), "active": 1},
+            })
+    return jobs
+
+
+def _events(name: str) -> list[dict[str, Any]]:
+    return [
+        {"involvedObject": {"kind": kind, "name": name}, "reason": reason, "type": "Warning", "message": f"{reason}: refused by quota",
+         "lastTimestamp": "2026-11-22T08:00:00Z"}
+        for kind, reason in (("JobSet", creation.JOB_CREATION_FAILED), ("PathwaysJob", "FailedCreate"))
+    ]
+
+
+def decisions(fields: Fields) -> dict[str, Any]:
+    """Everything the trigger path decides or reports from one observation (and the operator's
+    after-the-fact verdict on the same objects), keyed by the reader."""
+    observation = Observation(**{**fields, "pods": tuple(fields["pods"])})
+    jobset, pathwaysjob, top = observation.jobset, observation.pathwaysjob, _top(fields)
+    jobs = tuple(fields.get("jobs") or ())
+    attempt = current_attempt(observation)
+    state = workload_state(observation)
+    head = head_pod(observation)
+    found: dict[str, Any] = {
+        "workload_state": state, "slices_total": slices_total(jobset), "pods_per_slice": pods_per_slice(jobset),
+        "slices_ready": slices_ready(observation), "elastic_slices": elastic_slices(observation), "current_attempt": attempt,
+        "failed_container": failed_container(observation), "head_exit_seen": head_exit_seen(observation),
+        "head_pod": head and head["metadata"]["name"], "restarts_left": restarts_left(jobset),
+        "head_failed_first": head_failed_first(jobset), "worker_node_selector": worker_node_selector(jobset),
+        "kueue_workload": kueue_workload_of((jobset or {}).get("metadata", {}).get("uid"), [fields["kueue_workload"]] if fields["kueue_workload"] else []),
+        "restarts_written": restarts_written(top), "disruption_seen": disruption_seen(top, attempt),
+        "disruption_seen_any": disruption_seen(top, None),
+        "children_missing": creation.children_missing(top, jobset, jobs),
+        "children_missing_one_job_gone": creation.children_missing(top, jobset, jobs[1:]),
+    }
+    if jobset is not None:
+        found["has_the_user_error_rule"] = has_the_user_error_rule(jobset)
+    if top is not None:
+        for waited in (0.0, 600.0):
+            found[f"creation_failure_{waited}"] = creation.creation_failure(top, jobset, jobs[1:], _events(fields["name"]), waited)
+    if pathwaysjob is not None:
+        found["controller_objections"] = controller_objections(pathwaysjob)
+        found["pathwaysjob_node_selector"] = worker_node_selector(pathwaysjob)
+        found["tpu"] = _tpu(pathwaysjob)
+    for label, nodes in NODE_SETS.items():
+        recorded = disruption_seen(top, attempt) or went_down_under_it(top, attempt, nodes)
+        classification = classify(
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
+        )
+        found[f"{label}:went_down_under_it"] = went_down_under_it(top, attempt, nodes)
+        found[f"{label}:classify"] = classification
+        found[f"{label}:verdict_of"] = verdict_of(state, classification)
+        found[f"{label}:bug_stopped_in_place"] = bug_stopped_in_place(state, classification, restarts_left(jobset))
+        found[f"{label}:slice_nodes_disrupted"] = slice_nodes_disrupted(jobset, nodes)
+        if top is not None:
+            found[f"{label}:verdict_after_the_fact"] = verdict_after_the_fact(top, nodes)
+    return found
+
+
+def _tpu(pathwaysjob: dict[str, Any]) -> Any:
+    try:
+        return tpu_of(workload_from_pathwaysjob(pathwaysjob)[0])
+    except Exception as error:  # a spec the controller refuses: its problems are the decision
+        return repr(error)
+
+
+def as_cached(fields: Fields) -> Fields:
+    """The observation as the triggerer's caches hold it."""
+    cached = copy.deepcopy(fields)
+    cached["jobset"] = fields["jobset"] and pruned_jobset(copy.deepcopy(fields["jobset"]))
+    cached["pathwaysjob"] = fields["pathwaysjob"] and pruned_pathwaysjob(copy.deepcopy(fields["pathwaysjob"]))
+    cached["pods"] = [pruned_pod(copy.deepcopy(p)) for p in fields["pods"]]
+    cached["jobs"] = [pruned_job(copy.deepcopy(j)) for j in fields.get("jobs") or ()]
+    return cached
+
+
+# --- the edits --------------------------------------------------------------------------------
+
+
+def _annotated(fields: Fields) -> None:
+    """What the triggers write on a workload, and what a real API server and kubectl add."""
+    attempt = int(((fields["jobset"] or {}).get("status") or {}).get("restarts", 0))
+    since = "2026-11-22T07:00:00Z"
+    ours = {
+        **restarts_annotation([Disruption(1.0, "MAINTENANCE", ("pod a: DisruptionTarget",), 10, JOBSET_RESTART)]),
+        **disruption_seen_annotation(attempt, Classification(Verdict.SLICE_FAILURE, ("pod b: NodeShutdown",))),
+        RAN_ON_ANNOTATION: json.dumps({"restart": attempt, "since": since, "nodes": [n["metadata"]["name"] for n in HEALTHY[:2]]}),
+        "pathways-airflow/dag-id": "training",
+    }
+    for obj in (fields["jobset"], fields["pathwaysjob"]):
+        if obj is None:
+            continue
+        meta = obj["metadata"]
+        meta["annotations"] = {**ours, "kubectl.kubernetes.io/last-applied-configuration": json.dumps(obj["spec"]), **(meta.get("annotations") or {})}
+        meta["managedFields"] = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicatedJobs": {}}}}]
+
+
+def _suspended(fields: Fields) -> None:
+    if fields["jobset"] is not None:
+        fields["jobset"]["spec"]["suspend"] = True
+
+
+def _elastic_from_the_jobset(fields: Fields) -> None:
+    """The PathwaysJob does not say: the proxy's flag in the JobSet's head template does."""
+    if fields["pathwaysjob"] is not None:
+        fields["pathwaysjob"]["spec"]["controller"].pop("elasticSlices", None)
+
+
+def _pods_gone(fields: Fields) -> None:
+    fields["pods"] = []
+
+
+def _head_failed_first(fields: Fields) -> None:
+    """The JobSet failed naming its head, and no pod is left to say why."""
+    jobset = fields["jobset"]
+    if jobset is None:
+        return
+    name = jobset["metadata"]["name"]
+    status = jobset.setdefault("status", {})
+    status["conditions"] = [*(status.get("conditions") or ()), {
+        "type": "Failed", "status": "True", "reason": "ReachedMaxRestarts", "lastTransitionTime": "2026-11-22T08:00:00Z",
+        "message": f"jobset failed due to reaching max number of restarts (first failed job: {name}-pathways-head-0)",
+    }]
+    fields["pods"] = []
+
+
+def _rejected_spec(fields: Fields) -> None:
+    """The controller failed the PathwaysJob without a word, and made no JobSet."""
+    if fields["pathwaysjob"] is not None:
+        fields["pathwaysjob"]["spec"]["workers"][0]["topology"] = "9x9"
+        fields["pathwaysjob"]["status"] = {"terminalState": "Failed"}
+        fields["jobset"] = None
+
+
+def _empty_template(fields: Fields) -> None:
+    if fields["pathwaysjob"] is not None:
+        fields["pathwaysjob"]["spec"]["controller"]["template"] = {}
+
+
+EDITS: dict[str, Callable[[Fields], None]] = {
+    "as recorded": lambda fields: None,
+    "annotated": _annotated,
+    "suspended": _suspended,
+    "elastic from the JobSet": _elastic_from_the_jobset,
+    "pods gone": _pods_gone,
+    "head failed first": _head_failed_first,
+    "rejected spec": _rejected_spec,
+    "empty template": _empty_template,
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_decision_is_the_same_on_the_cached_objects(scenario: str, edit: str) -> None:
+    fields = fixture(scenario)
+    EDITS[edit](fields)
+    fields["jobs"] = _jobs(fields["jobset"])
+    assert decisions(as_cached(fields)) == decisions(fields)
+
+
+def test_the_edits_reach_the_readers_they_are_for() -> None:
+    """The comparison above means something: the fields pruning keeps change these decisions."""
+    elastic = fixture("running_elastic_two_of_three")
+    _elastic_from_the_jobset(elastic)
+    assert decisions(as_cached(elastic))["elastic_slices"] == 1
+    suspended = fixture("running_two_slices")
+    _suspended(suspended)
+    assert decisions(as_cached(suspended))["workload_state"].phase.value == "QUEUED"
+    annotated = fixture("running_two_slices")
+    _annotated(annotated)
+    cached = decisions(as_cached(annotated))
+    assert cached["restarts_written"] and cached["disruption_seen"] is not None
+    assert cached["disrupted:went_down_under_it"] is not None
+    head_first = fixture("failed_user_code_pathwaysjob")
+    _head_failed_first(head_first)
+    cached = decisions(as_cached(head_first))
+    assert cached["head_failed_first"] and cached["healthy:classify"].verdict is Verdict.USER_ERROR
+    assert cached["disrupted:classify"].verdict is Verdict.UNKNOWN_INFRA
+    rejected = fixture("running_two_slices")
+    _rejected_spec(rejected)
+    assert decisions(as_cached(rejected))["controller_objections"]
+    user_rule = fixture("failed_user_code_jobset")
+    user_rule["jobs"] = _jobs(user_rule["jobset"])
+    cached = decisions(as_cached(user_rule))
+    assert cached["has_the_user_error_rule"] and cached["workload_state"].cause.value == "USER_CODE"
+    assert cached["children_missing_one_job_gone"] and cached["creation_failure_0.0"].startswith("rejected child Job")
+
+
+def test_only_the_providers_annotations_and_no_managed_fields_are_kept() -> None:
+    fields = fixture("running_two_slices")
+    _annotated(fields)
+    for obj, prune in ((fields["jobset"], pruned_jobset), (fields["pathwaysjob"], pruned_pathwaysjob)):
+        meta = prune(obj)["metadata"]
+        assert "managedFields" not in meta
+        assert meta["annotations"] and all(k.startswith("pathways-airflow/") for k in meta["annotations"])
+        assert {k: v for k, v in meta.items() if k != "annotations"} == {
+            k: v for k, v in obj["metadata"].items() if k not in ("annotations", "managedFields")
+        }
+        assert prune(obj)["status"] == obj["status"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_pruning_twice_is_pruning_once(scenario: str) -> None:
+    fields = fixture(scenario)
+    for obj, prune in ((fields["jobset"], pruned_jobset), (fields["pathwaysjob"], pruned_pathwaysjob)):
+        if obj is not None:
+            assert prune(prune(obj)) == prune(obj)
+
+
+def _size(obj: dict[str, Any]) -> int:
+    return len(json.dumps(obj))
+
+
+def realistic(backend: str) -> dict[str, Any]:
+    """A provider-rendered 2-slice MaxText training (as the operator labels and annotates it),
+    with the metadata and running status the local cluster's API gave a 2-slice workload."""
+    workload = build_workload(
+        tpu="v5e", topology="2x4", num_slices=2, pathways_dir="gs://pathways-demo/tmp", image="us-docker.pkg.dev/demo/maxtext/runner:2026-11-20",
+        command=["python3", "-m", "MaxText.train", "MaxText/configs/base.yml", "run_name=llama2-7b", "model_name=llama2-7b",
+                 "base_output_directory=gs://pathways-demo/runs", "dataset_type=synthetic", "steps=10000", "per_device_batch_size=4",
+                 "checkpoint_period=500", "enable_checkpointing=true", "async_checkpointing=true", "dcn_data_parallelism=2"],
+        env={"LIBTPU_INIT_ARGS": "--xla_tpu_enable_async_collective_fusion=true", "JAX_TRACEBACK_FILTERING": "off"},
+        resources={"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "8", "memory": "32Gi"}},
+    )
+    identity = TaskIdentity("training", "train", "scheduled__2026-11-26T00:00:00+00:00")
+    manifest = render(workload, backend=backend, name="train-llama", namespace="default", labels=identity.labels(), annotations=identity.annotations())
+    recorded = fixture("running_two_slices")[backend]
+    manifest["metadata"] = {**recorded["metadata"], **manifest["metadata"]}
+    manifest["metadata"].pop("ownerReferences", None)
+    manifest["status"] = recorded["status"]
+    return manifest
+
+
+def test_a_cached_jobset_is_a_quarter_of_the_whole_one_at_most() -> None:
+    """The numbers in :mod:`pathways_airflow.triggers.pruning`'s docstring."""
+    jobset, pathwaysjob = realistic("jobset"), realistic("pathwaysjob")
+    assert _size(pruned_jobset(jobset)) <= 0.25 * _size(jobset)
+    assert _size(pruned_pathwaysjob(pathwaysjob)) <= 0.7 * _size(pathwaysjob)
+    recorded = fixture("running_two_slices")
+    assert _size(pruned_jobset(recorded["jobset"])) <= 0.3 * _size(recorded["jobset"])
+    assert _size(pruned_pathwaysjob(recorded["pathwaysjob"])) < _size(recorded["pathwaysjob"])
+
+
+def test_the_shared_watches_of_jobsets_and_pathwaysjobs_prune() -> None:
+    async def watches() -> dict[str, Any]:
+        return {key: watch.prune for key, watch in workload_watches(ClusterTarget(cluster_url="https://pruning.invalid"), "pruning", "pathwaysjob").items()}
+
+    prunes = asyncio.run(watches())
+    assert prunes["jobsets"] is pruned_jobset and prunes["pathwaysjobs"] is pruned_pathwaysjob
+    assert prunes["pods"] is pruned_pod and prunes["jobs"] is pruned_job

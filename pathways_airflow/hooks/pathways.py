@@ -487,10 +487,12 @@ class AsyncPathwaysHook(BaseHook):
         return an_object("GET", path, found)
 
     async def list(
-        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None
+        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
+        limit: int | None = None, continue_token: str | None = None,
     ) -> dict[str, Any]:
-        """The whole list response (items and the list's resourceVersion)."""
-        return await self.request("GET", resource.path(namespace), query={"labelSelector": label_selector, "fieldSelector": field_selector}) or {}
+        """The list response (items, the list's resourceVersion, and ``continue`` while a ``limit``ed list has more)."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_token}
+        return await self.request("GET", resource.path(namespace), query=query) or {}
 
     async def annotate(self, resource: Resource, namespace: str | None, name: str, annotations: Mapping[str, str]) -> bool:
         """Merge-patch annotations onto an object; ``False`` if it is gone."""

@@ -214,7 +214,7 @@ def server_params(bucket) -> dict:
     return dict(
         engine="jetstream", checkpoint=serving_checkpoint(bucket), model_name="llama2-7b", tpu="v5e", topology="2x4", pathways_dir=f"gs://{BUCKET}/tmp",
         env={"PATHWAYS_TESTING_WARMUP_SECONDS": "30", "PATHWAYS_TESTING_TTFT_MS": "2", "PATHWAYS_TESTING_TPOT_MS": "1"},
-        startup_timeout=120, poll_interval=0.05, cleanup_timeout=20,
+        startup_timeout=120, poll_interval=1.0, cleanup_timeout=20,  # ≥ 1 s: the start-up wait watches the LeaderWorkerSet
     )
 
 

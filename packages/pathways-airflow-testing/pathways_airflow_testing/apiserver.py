@@ -21,6 +21,7 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 from pathways_airflow_testing.crds import strict_schema
 from pathways_airflow_testing import discovery
+from pathways_airflow_testing.pagination import ListPages
 from pathways_airflow_testing.errors import (
     ApiError,
     bad_request,
@@ -83,6 +84,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.local_handler = local_handler
         self.request_counts: Counter[str] = Counter()
+        self.pages = ListPages()
         self.open_watches: set[asyncio.Task[Any]] = set()
         self._validators: dict[tuple[str, str, str], Any] = {}
         self._proxy_session: ClientSession | None = None
@@ -320,17 +322,19 @@ class ApiServer:
         return table(kind, objects, self.store.clock.now(), str(self.store.resource_version), query.get("includeObject", "Metadata"))
 
     def _list(self, kind: Kind, target: ResourcePath, query: Mapping[str, str], accept: str | None) -> web.Response:
-        items = [self._versioned(kind, o) for o in self._matching(kind, target, query)]
+        continuing = bool(query.get("continue")) and not wants_table(accept)  # the rest of a snapshot taken before
+        items = [] if continuing else [self._versioned(kind, o) for o in self._matching(kind, target, query)]
         if wants_table(accept):
             return _json_response(self._table(kind, items, query))
-        return _json_response(
-            {
-                "kind": f"{kind.kind}List",
-                "apiVersion": kind.api_version,
-                "metadata": {"resourceVersion": str(self.store.resource_version)},
-                "items": items,
-            }
-        )
+        metadata: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
+        page = self.pages.page(items, metadata["resourceVersion"], query, bool(query.get("labelSelector") or query.get("fieldSelector")))
+        if page is not None:
+            items, metadata["resourceVersion"] = page.items, page.resource_version
+            if page.continue_token:
+                metadata["continue"] = page.continue_token
+            if page.remaining is not None:
+                metadata["remainingItemCount"] = page.remaining
+        return _json_response({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": metadata, "items": items})
 
     async def _watch(self, request: web.Request, kind: Kind, target: ResourcePath) -> web.StreamResponse:
         query = request.query

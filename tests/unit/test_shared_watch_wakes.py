@@ -1,0 +1,44 @@
+"""Waking every wait of a shared watch (a list, a relist, a failure) never blocks the loop for all of them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pathways_airflow.hooks.pathways import ClusterTarget
+from pathways_airflow.resources import POD
+from pathways_airflow.triggers.watch import WAKE_BATCH, SharedWatch
+
+
+def woken_counts_seen_by_another_task(waits: int) -> list[int]:
+    """How many waits were woken at each turn of the loop another task got while all were woken."""
+
+    async def scenario() -> list[int]:
+        watch = SharedWatch(ClusterTarget(), POD, "default", None)
+        subscriptions = [watch.subscribe([f"w{i}"]) for i in range(waits)]
+        assert watch._task is not None
+        watch._task.cancel()  # no API here: only the waking is under test
+        seen: list[int] = []
+
+        async def look_each_turn() -> None:
+            while not seen or seen[-1] < waits:
+                seen.append(sum(s.changed.is_set() for s in subscriptions))
+                await asyncio.sleep(0)
+
+        looking = asyncio.ensure_future(look_each_turn())
+        await asyncio.sleep(0)
+        await watch._wake_everyone()
+        await asyncio.wait_for(looking, 5)
+        return seen
+
+    return asyncio.run(scenario())
+
+
+def test_every_wait_is_woken_a_batch_per_turn_of_the_loop():
+    seen = woken_counts_seen_by_another_task(2 * WAKE_BATCH + 1)
+    assert seen[0] == 0 and seen[-1] == 2 * WAKE_BATCH + 1
+    assert WAKE_BATCH in seen and 2 * WAKE_BATCH in seen, seen
+
+
+def test_a_few_waits_are_woken_in_one_turn():
+    seen = woken_counts_seen_by_another_task(3)
+    assert seen == [0, 3]

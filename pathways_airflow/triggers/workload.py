@@ -42,7 +42,13 @@ from pathways_airflow.state.timeline import phases_with
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
-from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.pruning import (
+    pruned_job,
+    pruned_jobset,
+    pruned_kueue_workload,
+    pruned_pathwaysjob,
+    pruned_pod,
+)
 from pathways_airflow.triggers.watch import (
     API_OUTAGE_LIMIT_SECONDS,
     SharedWatch,
@@ -89,7 +95,9 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
         "jobs": shared_watch(
             target, JOB, namespace, label_selector=well_known.JOBSET_NAME, index=by_label(well_known.JOBSET_NAME), prune=pruned_job
         ),
-        "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet")),
+        "workloads": shared_watch(
+            target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet"), prune=pruned_kueue_workload
+        ),
     }
     if backend == "pathwaysjob":
         watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace, prune=pruned_pathwaysjob)

@@ -1,11 +1,13 @@
-"""The triggerer caches pruned JobSets and PathwaysJobs: every decision is the one the whole objects give.
+"""The triggerer caches pruned JobSets, PathwaysJobs and Kueue Workloads: every decision is the one the whole objects give.
 
 The observations are the recorded status fixtures (``fixtures/status/``, what the local cluster's
 API returned in each state: queued, provisioning, running, elastic, restarting, failed by a
 disruption, by the user's code, by a refused spec, succeeded), each as recorded and edited the
 ways the trigger path reads differently (suspended, elastic from the JobSet, provider and foreign
-annotations, pods gone, a rejected spec). For each, everything the trigger path decides from the
-JobSet and the PathwaysJob is computed on the whole objects and on what the caches keep
+annotations, pods gone, a rejected spec; a Kueue Workload admitted, preempted, evicted at its
+PodsReady timeout, admitted again, past its time limit, finished, found by its label or by its
+owner only). For each, everything the trigger path decides from the JobSet, the PathwaysJob and
+the Kueue Workload is computed on the whole objects and on what the caches keep
 (:mod:`pathways_airflow.triggers.pruning`, pods and Jobs pruned too), and must be equal.
 """
 
@@ -33,6 +35,7 @@ from pathways_airflow.state.disruption import (
     slice_nodes_disrupted,
     worker_node_selector,
 )
+from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import Observation, kueue_workload_of
 from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
 from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it
@@ -49,11 +52,14 @@ from pathways_airflow.state.status import (
     pods_per_slice,
     slices_ready,
     slices_total,
+    state_from_kueue,
     workload_state,
 )
 from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
-from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.watch import by_owner
 from pathways_airflow.triggers.workload import workload_watches
+from pathways_airflow_testing.controllers import kueue
 from pathways_airflow_testing.nodes import node_manifests, tpu_pool
 
 FIXTURES = Path(__file__).parent / "fixtures" / "status"
@@ -130,7 +136,9 @@ def decisions(fields: Fields) -> dict[str, Any]:
         "failed_container": failed_container(observation), "head_exit_seen": head_exit_seen(observation),
         "head_pod": head and head["metadata"]["name"], "restarts_left": restarts_left(jobset),
         "head_failed_first": head_failed_first(jobset), "worker_node_selector": worker_node_selector(jobset),
-        "kueue_workload": kueue_workload_of((jobset or {}).get("metadata", {}).get("uid"), [fields["kueue_workload"]] if fields["kueue_workload"] else []),
+        "kueue_workload": _name(kueue_workload_of((jobset or {}).get("metadata", {}).get("uid"), [fields["kueue_workload"]] if fields["kueue_workload"] else [])),
+        "kueue_workload_owner": fields["kueue_workload"] and by_owner("JobSet")(fields["kueue_workload"]),
+        "state_from_kueue": state_from_kueue(observation), "max_exec_time_exceeded": max_exec_time_exceeded(observation.kueue_workload),
         "restarts_written": restarts_written(top), "disruption_seen": disruption_seen(top, attempt),
         "disruption_seen_any": disruption_seen(top, None),
         "children_missing": creation.children_missing(top, jobset, jobs),
@@ -160,6 +168,10 @@ def decisions(fields: Fields) -> dict[str, Any]:
     return found
 
 
+def _name(obj: Any) -> str | None:
+    return obj and obj["metadata"].get("name")
+
+
 def _tpu(pathwaysjob: dict[str, Any]) -> Any:
     try:
         return tpu_of(workload_from_pathwaysjob(pathwaysjob)[0])
@@ -174,6 +186,7 @@ def as_cached(fields: Fields) -> Fields:
     cached["pathwaysjob"] = fields["pathwaysjob"] and pruned_pathwaysjob(copy.deepcopy(fields["pathwaysjob"]))
     cached["pods"] = [pruned_pod(copy.deepcopy(p)) for p in fields["pods"]]
     cached["jobs"] = [pruned_job(copy.deepcopy(j)) for j in fields.get("jobs") or ()]
+    cached["kueue_workload"] = fields["kueue_workload"] and pruned_kueue_workload(copy.deepcopy(fields["kueue_workload"]))
     return cached
 
 
@@ -240,6 +253,92 @@ def _empty_template(fields: Fields) -> None:
         fields["pathwaysjob"]["spec"]["controller"]["template"] = {}
 
 
+# --- the Kueue Workload, as the local Kueue writes it ------------------------------------------
+
+LIMIT = 3600
+ADMITTED_AT, EVICTED_AT, LATER = "2026-11-22T07:41:00Z", "2026-11-22T07:50:00Z", "2026-11-22T08:00:00Z"
+V5E = "tpu-v5-lite-podslice-2x4"
+
+
+def _kueue_workload(fields: Fields) -> dict[str, Any] | None:
+    """The recorded Workload, or for a JobSet recorded without one the Workload Kueue makes for
+    it (:func:`~pathways_airflow_testing.controllers.kueue.new_workload`); with a time limit."""
+    if fields["kueue_workload"] is None and fields["jobset"] is not None:
+        high = kueue.Priority(100, kueue.KUEUE_GROUP, "WorkloadPriorityClass", "high")
+        fields["kueue_workload"] = kueue.new_workload(fields["jobset"], high)
+    workload = fields["kueue_workload"]
+    if workload is not None:
+        workload["spec"].setdefault("maximumExecutionTimeSeconds", LIMIT)
+    return workload
+
+
+def _admitted(fields: Fields) -> dict[str, Any] | None:
+    workload = _kueue_workload(fields)
+    if workload is not None:
+        assignments = [kueue.PodSetAssignment(p["name"], p["count"], V5E, 4 * p["count"]) for p in workload["spec"]["podSets"]]
+        workload["status"] = kueue.admitted_status(workload.get("status") or {}, "cluster-queue", assignments, ADMITTED_AT)
+    return workload
+
+
+def _admission_only(fields: Fields) -> None:
+    """Admitted, the conditions not written yet: ``status.admission`` alone says so."""
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["status"] = {"admission": workload["status"]["admission"]}
+
+
+def _evicted(reason: str, requeued: bool) -> Callable[[Fields], None]:
+    def edit(fields: Fields) -> None:
+        workload = _admitted(fields)
+        if workload is not None:
+            status = kueue.evicted_status(workload["status"], reason, f"evicted: {reason}", EVICTED_AT)
+            workload["status"] = kueue.requeued_status(status, LATER) if requeued else status
+
+    return edit
+
+
+def _readmitted(fields: Fields) -> None:
+    """Admitted again after an eviction, the ``Evicted`` condition not reset yet."""
+    workload = _admitted(fields)
+    if workload is not None:
+        status = kueue.requeued_status(kueue.evicted_status(workload["status"], "Preempted", "preempted", EVICTED_AT), EVICTED_AT)
+        for type_ in ("QuotaReserved", "Admitted"):
+            status["conditions"] = kueue.set_condition(status["conditions"], type_, "True", type_, f"{type_} again", LATER)
+        workload["status"] = status
+
+
+def _past_its_time_limit(fields: Fields) -> None:
+    """Kueue's first step at the limit: ``DeactivationTarget``, not yet evicted."""
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["status"] = kueue.deactivation_target_status(workload["status"], LATER)
+
+
+def _kueue_finished(fields: Fields) -> None:
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["status"] = kueue.finished_status(workload["status"], True, "jobset completed successfully", LATER)
+
+
+def _kueue_annotated(fields: Fields) -> None:
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(workload["spec"])}
+        workload["metadata"]["managedFields"] = [{"manager": "kueue", "operation": "Update", "fieldsV1": {"f:status": {}}}]
+
+
+def _owned_by_label_only(fields: Fields) -> None:
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["metadata"].pop("ownerReferences", None)
+
+
+def _owned_by_reference_only(fields: Fields) -> None:
+    workload = _admitted(fields)
+    if workload is not None:
+        workload["metadata"].pop("labels", None)
+
+
 EDITS: dict[str, Callable[[Fields], None]] = {
     "as recorded": lambda fields: None,
     "annotated": _annotated,
@@ -249,6 +348,16 @@ EDITS: dict[str, Callable[[Fields], None]] = {
     "head failed first": _head_failed_first,
     "rejected spec": _rejected_spec,
     "empty template": _empty_template,
+    "Kueue admitted": _admitted,
+    "Kueue admission only": _admission_only,
+    "Kueue preempted": _evicted("Preempted", requeued=True),
+    "Kueue PodsReady timeout": _evicted("PodsReadyTimeout", requeued=False),
+    "Kueue readmitted": _readmitted,
+    "Kueue past its time limit": _past_its_time_limit,
+    "Kueue finished": _kueue_finished,
+    "Kueue annotated": _kueue_annotated,
+    "Kueue owned by label only": _owned_by_label_only,
+    "Kueue owned by reference only": _owned_by_reference_only,
 }
 
 
@@ -289,6 +398,28 @@ def test_the_edits_reach_the_readers_they_are_for() -> None:
     assert cached["children_missing_one_job_gone"] and cached["creation_failure_0.0"].startswith("rejected child Job")
 
 
+def test_the_kueue_edits_reach_the_readers_they_are_for() -> None:
+    """The Workload's kept fields change these decisions: its limit, its conditions, its owner and label."""
+    timed_out = fixture("running_two_slices")
+    _past_its_time_limit(timed_out)
+    cached = decisions(as_cached(timed_out))
+    assert cached["workload_state"].cause.value == "TIMEOUT" and f"after {LIMIT}s" in cached["max_exec_time_exceeded"]
+    for edit, phase in ((_evicted("PodsReadyTimeout", requeued=False), "QUEUED"), (_readmitted, "RUNNING")):
+        evicted = fixture("running_two_slices")
+        edit(evicted)
+        cached = decisions(as_cached(evicted))
+        assert cached["workload_state"].phase.value == phase and cached["healthy:classify"].verdict is Verdict.QUEUE_EVICTION
+    admission_only = fixture("queued_waiting_for_quota")
+    _admission_only(admission_only)
+    assert decisions(as_cached(admission_only))["state_from_kueue"] is None
+    recorded = fixture("queued_evicted")
+    for edit in (_owned_by_label_only, _owned_by_reference_only):
+        fields = fixture("queued_evicted")
+        edit(fields)
+        assert decisions(as_cached(fields))["kueue_workload"] == recorded["kueue_workload"]["metadata"]["name"]
+    assert decisions(as_cached(recorded))["kueue_workload_owner"] == (recorded["name"],)
+
+
 def test_only_the_providers_annotations_and_no_managed_fields_are_kept() -> None:
     fields = fixture("running_two_slices")
     _annotated(fields)
@@ -302,10 +433,23 @@ def test_only_the_providers_annotations_and_no_managed_fields_are_kept() -> None
         assert prune(obj)["status"] == obj["status"]
 
 
+def test_a_cached_kueue_workload_keeps_its_metadata_but_annotations_its_status_and_its_limit() -> None:
+    fields = fixture("failed_kueue_max_exec_time")
+    _kueue_annotated(fields)
+    workload = fields["kueue_workload"]
+    cached = pruned_kueue_workload(workload)
+    assert cached["metadata"] == {k: v for k, v in workload["metadata"].items() if k not in ("annotations", "managedFields")}
+    assert cached["status"] == workload["status"]
+    assert cached["spec"] == {"maximumExecutionTimeSeconds": workload["spec"]["maximumExecutionTimeSeconds"]}
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_pruning_twice_is_pruning_once(scenario: str) -> None:
     fields = fixture(scenario)
-    for obj, prune in ((fields["jobset"], pruned_jobset), (fields["pathwaysjob"], pruned_pathwaysjob)):
+    _kueue_workload(fields)
+    for obj, prune in (
+        (fields["jobset"], pruned_jobset), (fields["pathwaysjob"], pruned_pathwaysjob), (fields["kueue_workload"], pruned_kueue_workload)
+    ):
         if obj is not None:
             assert prune(prune(obj)) == prune(obj)
 
@@ -344,10 +488,28 @@ def test_a_cached_jobset_is_a_quarter_of_the_whole_one_at_most() -> None:
     assert _size(pruned_pathwaysjob(recorded["pathwaysjob"])) < _size(recorded["pathwaysjob"])
 
 
-def test_the_shared_watches_of_jobsets_and_pathwaysjobs_prune() -> None:
+def realistic_kueue_workload() -> dict[str, Any]:
+    """The Workload Kueue makes for the realistic JobSet above, admitted on two v5e slices."""
+    fields = {"jobset": realistic("jobset"), "kueue_workload": None}
+    workload = _admitted(fields)
+    assert workload is not None
+    return workload
+
+
+def test_a_cached_kueue_workload_is_a_quarter_of_the_whole_one_at_most() -> None:
+    """The numbers in :mod:`pathways_airflow.triggers.pruning`'s docstring: the pod sets' templates
+    are most of a Workload (1,207 bytes of 6,018 kept; of the recorded evicted one 1,641 of 5,839)."""
+    workload = realistic_kueue_workload()
+    assert _size(pruned_kueue_workload(workload)) <= 0.25 * _size(workload)
+    recorded = fixture("queued_evicted")["kueue_workload"]
+    assert _size(pruned_kueue_workload(recorded)) <= 0.3 * _size(recorded)
+
+
+def test_the_shared_watches_of_jobsets_pathwaysjobs_and_kueue_workloads_prune() -> None:
     async def watches() -> dict[str, Any]:
         return {key: watch.prune for key, watch in workload_watches(ClusterTarget(cluster_url="https://pruning.invalid"), "pruning", "pathwaysjob").items()}
 
     prunes = asyncio.run(watches())
     assert prunes["jobsets"] is pruned_jobset and prunes["pathwaysjobs"] is pruned_pathwaysjob
     assert prunes["pods"] is pruned_pod and prunes["jobs"] is pruned_job
+    assert prunes["workloads"] is pruned_kueue_workload

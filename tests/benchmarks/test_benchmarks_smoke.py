@@ -52,8 +52,35 @@ def test_checkpoint_poll_quick(tmp_path):
     assert all(n >= 1 for n in run["ours"]["requests_per_poke"])
     assert run["anchor"]["result"] == run["objects"]  # the prefix sensor saw every object
     assert run["ours_after_new_steps"]["result"]["step"] == 52 * 100
-    assert run["faster_x"] > 0 and run["fewer_requests_x"] > 0
-    assert {"requests_per_poke_le_3", "requests_independent_of_F", "new_steps_le_3_plus_new"} <= set(report["targets"])
+    assert run["faster_x"] > 0 and run["fewer_requests_x"] > 0 and run["fewer_requests_x_paged"] > 0
+    assert run["anchor_paged"]["result"] == run["objects"]  # paged as GCS pages, the same objects
+    assert run["ours_paged"]["result"]["step"] == 50 * 100
+    assert run["ingest"]["objects"] == run["objects"] and run["ingest"]["progress"][-1][0] == run["objects"]
+    assert run["model"]["files_per_step"] == 10 and run["model"]["objects"] == run["objects"]
+    assert [entry["files_per_step"] for entry in report["model"]] == [10, 100, 1000, 10_000]
+    assert all(entry["prefix_sensor_requests"] >= 1 and entry["ours_requests"] >= 1 for entry in report["model"])
+    assert report["machine"]["cores"] >= 1 and report["date"] and report["command"]
+    assert {"requests_per_poke_le_3", "requests_independent_of_F", "new_steps_le_3_plus_new", "paged_requests_match_model"} <= set(
+        report["targets"]
+    )
+
+
+def test_checkpoint_request_model_and_ladder(monkeypatch):
+    """The GCS request model pages at 1,000 entries, and a budgeted run's F ladder fills in below a miss."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checkpoint_poll", REPO / "benchmarks" / "checkpoint_poll.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # a dataclass looks its module up there
+    spec.loader.exec_module(module)
+    assert [module.list_pages(n) for n in (0, 1, 1000, 1001)] == [1, 1, 1, 2]
+    at_1000 = module.gcs_request_model(1000, 50)
+    assert at_1000["objects"] == 50_999 and at_1000["prefix_sensor_requests"] == 52 and at_1000["ours_requests"] == 3
+    assert module.next_files(200, lambda files: True) == 400
+    assert module.next_files(400, lambda files: files <= 600) == 600
+    assert module.next_files(400, lambda files: False) is None
+    a, b = module.fit_upload_seconds([(n, 0.01 * n + 1e-5 * n * n) for n in (100, 200, 400, 800)])
+    assert abs(a - 0.01) < 1e-6 and abs(b - 1e-5) < 1e-9
 
 
 def test_import_cost_quick(tmp_path):

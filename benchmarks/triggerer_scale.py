@@ -13,16 +13,23 @@ Contenders: ``PathwaysJobTrigger`` waiting on N PathwaysJobs (JobSet + head + wo
 and apache-airflow-providers-cncf-kubernetes' ``KubernetesJobTrigger`` waiting on N batch Jobs at
 its default ``poll_interval`` (10 s) and at 2 s.
 
-The workload objects are copies of one PathwaysJob the emulator's controllers really ran (its
-PathwaysJob, JobSet, pods and head Job, as the controllers wrote them); then the controllers are
-paused and the driver writes every state change itself, so each change has a known time:
+The workload objects are copies of one PathwaysJob the emulator's controllers really ran, with
+Kueue on (its PathwaysJob, JobSet, pods, the JobSet's child Jobs and Kueue's Workload, as the
+controllers wrote them); then the controllers are paused and the driver writes every state
+change itself, so each change has a known time. The fleet is mixed (``SHARES``): some workloads
+wait in Kueue's queue, some end in a user error, some end disrupted, the rest succeed; both
+contenders wait on the same fleet (ours on the PathwaysJobs, the anchor on their head Jobs):
 
 1. warm-up: every wait starts (PROVISIONING: pods pending; Jobs without status);
 2. steady window (``--window`` s): workloads change state at random (Poisson, one change per
    workload every ``--change-every`` s on average: pods become ready, a worker's readiness
    flaps); API requests (counted by the API server), CPU and stalls are measured here;
 3. finish window (``--finish`` s): every workload finishes at a uniformly random time; reaction
-   latency is the time from the write of the finished status to the trigger's ``TriggerEvent``.
+   latency is the time from the write of the finished status to the trigger's ``TriggerEvent``,
+   reported by ending (a user error's verdict waits on purpose for the other watches to catch up).
+
+The triggerer process also counts the watch events it parses (CPU per event) and times every
+garbage collection (a stall's cause); triggers start one per turn of its loop, as Airflow's do.
 
     python benchmarks/triggerer_scale.py --waits 1000 --json benchmarks/results/triggerer_scale_1000.json
 """
@@ -46,6 +53,11 @@ from pathlib import Path
 from typing import Any
 
 TEMPLATE = "tmplwl"
+LOCAL_QUEUE = "multislice-queue"
+"""The local cluster's LocalQueue (pathways_airflow_testing.kueue_setup): the template is admitted by Kueue."""
+SHARES = {"queued": 0.10, "failing": 0.10, "disrupted": 0.05}
+"""Of the fleet: waiting in Kueue's queue until the finish window; ending in a user error (exit 1);
+ending with a worker disrupted (DisruptionTarget). The rest succeed."""
 CONN_ENV = "AIRFLOW_CONN_KUBERNETES_DEFAULT"
 STALL_LIMIT = 0.100
 TICK = 0.010
@@ -70,15 +82,23 @@ def rss_kb() -> int:
 
 
 class Phases:
-    """What the triggerer process measures between the driver's marks."""
+    """What the triggerer process measures between the driver's marks.
+
+    Besides CPU, RSS and loop stalls: the watch events the process parsed (every line of every
+    watch stream, counted where the hook splits them), so CPU per event can be read, and every
+    garbage collection's pause, by generation, so a stall can be matched to its cause.
+    """
 
     def __init__(self) -> None:
         self.name = "start"
         self.marks: dict[str, dict[str, float]] = {}
         self.stalls: dict[str, list[float]] = {}
+        self.watch_events = 0
+        self.collections: dict[str, dict[int, list[float]]] = {}
+        self._collecting_since = 0.0
 
     def mark(self, name: str) -> None:
-        self.marks[name] = {"time": time.time(), "cpu": time.process_time(), "rss_kb": rss_kb()}
+        self.marks[name] = {"time": time.time(), "cpu": time.process_time(), "rss_kb": rss_kb(), "watch_events": self.watch_events}
         self.name = name
         if name == "finish" and os.environ.get("TRIGGERER_SCALE_TRACEMALLOC"):
             import tracemalloc
@@ -91,6 +111,29 @@ class Phases:
 
     def stall(self, late: float) -> None:
         self.stalls.setdefault(self.name, []).append(late)
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` hook: the pause of each collection, by generation and window."""
+        if phase == "start":
+            self._collecting_since = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._collecting_since
+            self.collections.setdefault(self.name, {}).setdefault(info["generation"], []).append(pause)
+
+    def count_watch_events(self) -> None:
+        """Count the events every watch stream yields (ours only: the anchor opens no watch, and
+        its process never imports our modules, so its baseline stays its own)."""
+        api = sys.modules.get("pathways_airflow.hooks.api")
+        if api is None:
+            return
+        split = api.JsonLines.feed
+
+        def feed(lines: Any, chunk: bytes) -> list[Any]:
+            events = split(lines, chunk)
+            self.watch_events += len(events)
+            return events
+
+        api.JsonLines.feed = feed  # type: ignore[method-assign]
 
 
 async def ticker(phases: Phases) -> None:
@@ -118,6 +161,8 @@ async def triggerer(spec_path: str, out_path: str) -> None:
     baseline_rss = rss_kb()
     loop = asyncio.get_running_loop()
     phases = Phases()
+    phases.count_watch_events()
+    gc.callbacks.append(phases.on_gc)
     phases.mark("start")
     stopped = asyncio.Event()
     events: dict[str, dict[str, Any]] = {}
@@ -127,6 +172,8 @@ async def triggerer(spec_path: str, out_path: str) -> None:
     def on_line(line: str) -> None:
         word, _, arg = line.strip().partition(" ")
         if word == "mark":
+            if arg == "steady" and os.environ.get("TRIGGERER_SCALE_GC_FREEZE"):
+                gc.freeze()  # what the triggerer holds after the warm-up is left out of every later collection
             phases.mark(arg)
         elif word == "stop":
             stopped.set()
@@ -157,7 +204,12 @@ async def triggerer(spec_path: str, out_path: str) -> None:
             all_done.set()
 
     tick = loop.create_task(ticker(phases))
-    tasks = [loop.create_task(wait(path, kwargs)) for path, kwargs in spec["triggers"]]
+    tasks = []
+    for path, kwargs in spec["triggers"]:
+        tasks.append(loop.create_task(wait(path, kwargs)))
+        # As Airflow's triggerer starts them: one at a time, a turn of the loop between
+        # (airflow/jobs/triggerer_job_runner.py, TriggerRunner.create_triggers).
+        await asyncio.sleep(0)
     print("started", flush=True)
 
     async def announce_done() -> None:
@@ -184,6 +236,10 @@ async def triggerer(spec_path: str, out_path: str) -> None:
                 "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                 "marks": phases.marks,
                 "stalls": {name: {"max": max(v), "p99": percentile(v, 0.99), "over_100ms": sum(1 for s in v if s > STALL_LIMIT), "ticks": len(v)} for name, v in phases.stalls.items() if v},
+                "collections": {
+                    name: {str(gen): {"count": len(p), "max": max(p), "total": sum(p)} for gen, p in by_gen.items()}
+                    for name, by_gen in phases.collections.items()
+                },
                 "events": events,
             }
         )
@@ -199,7 +255,7 @@ def capture_templates(cluster: Any) -> dict[str, Any]:
 
     workload = build_workload(
         tpu="v5e", topology="2x4", num_slices=1, pathways_dir="gs://pathways-demo/tmp", image="python:3.11",
-        command=["python3", "train.py"], env={"PATHWAYS_TESTING_PROGRAM": "idle"},
+        command=["python3", "train.py"], env={"PATHWAYS_TESTING_PROGRAM": "idle"}, queue_name=LOCAL_QUEUE,
     )
     cluster.apply(render(workload, backend="pathwaysjob", name=TEMPLATE, namespace="default"))
     deadline = time.monotonic() + 60
@@ -211,12 +267,21 @@ def capture_templates(cluster: Any) -> dict[str, Any]:
     else:
         raise RuntimeError("the template workload did not start on the local cluster")
     time.sleep(0.5)
-    jobs = cluster.list("batch/v1", "Job", "default")
+    jobs = cluster.list("batch/v1", "Job", "default", labels={"jobset.sigs.k8s.io/jobset-name": TEMPLATE})
+    jobset = cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", TEMPLATE)
+    kueue = [
+        w for w in cluster.list("kueue.x-k8s.io/v1beta2", "Workload", "default")
+        if any(r.get("uid") == jobset["metadata"]["uid"] for r in w["metadata"].get("ownerReferences") or ())
+    ]
+    if not kueue:
+        raise RuntimeError("Kueue made no Workload for the template workload")
     return {
         "pathwaysjob": cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", TEMPLATE),
-        "jobset": cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", TEMPLATE),
+        "jobset": jobset,
         "pods": cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": TEMPLATE}),
+        "jobs": jobs,
         "job": next(j for j in jobs if "pathways-head" in j["metadata"]["name"]),
+        "kueue_workload": kueue[0],
     }
 
 
@@ -258,23 +323,74 @@ def not_ready(status: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-class Fleet:
-    """N workloads of one kind in one namespace, and the state changes the driver makes to them."""
+def terminated_status(status: dict[str, Any], exit_code: int, reason: str, now: str) -> dict[str, Any]:
+    """A pod whose containers have stopped (``exit_code`` for the first, 0 for the others)."""
+    status = json.loads(json.dumps(status))
+    status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+    for index, container in enumerate(status.get("containerStatuses", [])):
+        code = exit_code if index == 0 else 0
+        container.update(ready=False, started=False, state={"terminated": {"exitCode": code, "reason": reason if code else "Completed", "finishedAt": now}})
+    for item in status.get("conditions", []):
+        if item["type"] in ("Ready", "ContainersReady"):
+            item["status"] = "False"
+    return status
 
-    def __init__(self, cluster: Any, templates: dict[str, Any], namespace: str, count: int, kind: str):
+
+def with_condition(status: dict[str, Any], type_: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != type_]
+    return {**status, "conditions": [*conditions, {"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}]}
+
+
+class Fleet:
+    """N workloads in one namespace as the emulator's controllers made the template, and the
+    state changes the driver makes to them.
+
+    Every workload has what a real one has: its PathwaysJob, JobSet, pods, the JobSet's child
+    Jobs and Kueue's Workload. ``SHARES`` of them wait in Kueue's queue through the steady window,
+    end in a user error or end disrupted; the rest succeed. Both contenders wait on the same
+    fleet: ours on the PathwaysJobs, the anchor on their head Jobs.
+    """
+
+    def __init__(self, cluster: Any, templates: dict[str, Any], namespace: str, count: int, kind: str, rng: random.Random):
         self.cluster = cluster
         self.templates = templates
         self.namespace = namespace
         self.kind = kind
         self.names = [f"w{i:05d}" for i in range(count)]
+        self.ending = {name: self._ending(rng) for name in self.names}
+        self.queued = {name for name in self.names if rng.random() < SHARES["queued"]}
         self.state = {name: "pending" for name in self.names}
         kinds = cluster.kinds
         self.k_pathwaysjob = kinds.lookup("pathways-job.pathways.domain", "v1", "pathwaysjobs")
         self.k_jobset = kinds.lookup("jobset.x-k8s.io", "v1alpha2", "jobsets")
         self.k_pod = kinds.lookup("", "v1", "pods")
         self.k_job = kinds.lookup("batch", "v1", "jobs")
+        self.k_kueue = kinds.lookup("kueue.x-k8s.io", "v1beta2", "workloads")
         self.pods: dict[str, list[dict[str, Any]]] = {}
         self.finished_at: dict[str, float] = {}
+        from pathways_airflow_testing.controllers import kueue  # Kueue's own status shapes, as its controller writes them
+
+        self.kueue = kueue
+
+    @staticmethod
+    def _ending(rng: random.Random) -> str:
+        roll = rng.random()
+        if roll < SHARES["failing"]:
+            return "failing"
+        return "disrupted" if roll < SHARES["failing"] + SHARES["disrupted"] else "succeeding"
+
+    def head_job(self, name: str) -> str:
+        return next(j["metadata"]["name"] for j in self.templates["jobs"] if "pathways-head" in j["metadata"]["name"]).replace(TEMPLATE, name)
+
+    def pod(self, name: str, part: str) -> dict[str, Any]:
+        """The first pod of ``name`` whose name has ``part`` in it (``pathways-head``, ``worker``)."""
+        return next(p for p in self.pods[name] if part in p["name"])
+
+    def expected(self, name: str) -> set[str]:
+        """What the event of ``name``'s wait may say: ours, the phase; the anchor, the Job's status."""
+        if self.kind == "job":
+            return {"success"} if self.ending[name] == "succeeding" else {"failed", "error"}
+        return {"SUCCEEDED"} if self.ending[name] == "succeeding" else {"FAILED"}
 
     # created on the cluster's loop, in batches
     def create(self) -> None:
@@ -283,19 +399,29 @@ class Fleet:
             self.cluster.call(lambda s=start: [self._create_one(n) for n in self.names[s : s + batch]], timeout=300)
 
     def _create_one(self, name: str) -> None:
-        store, ns = self.cluster.store, self.namespace
-        if self.kind == "job":
-            job = renamed(self.templates["job"], name, ns)
-            job["metadata"]["name"] = name  # a standalone Job, as KubernetesJobOperator creates
-            job["metadata"].pop("ownerReferences", None)
-            store.create(self.k_job, job, namespace=ns)
-            return
+        store, ns, now = self.cluster.store, self.namespace, self.cluster.clock.timestamp()
         store.create(self.k_pathwaysjob, renamed(self.templates["pathwaysjob"], name, ns), namespace=ns)
         jobset = renamed(self.templates["jobset"], name, ns)
         created = store.create(self.k_jobset, jobset, namespace=ns)
         running_status = jobset["status"]
         created["status"] = {"restarts": 0, "conditions": [c for c in running_status.get("conditions", []) if c["type"].startswith("StartupPolicyInProgress")]}
         store.write_status(self.k_jobset, created)
+        uid = created["metadata"]["uid"]
+        for template in self.templates["jobs"]:
+            job = renamed(template, name, ns)
+            for ref in job["metadata"].get("ownerReferences") or ():
+                ref["uid"] = uid
+            stored = store.create(self.k_job, job, namespace=ns)
+            store.write_status(self.k_job, dict(stored, status={"active": 1, "ready": 0, "startTime": now}))
+        kueue = renamed(self.templates["kueue_workload"], name, ns)
+        for ref in kueue["metadata"].get("ownerReferences") or ():
+            ref["uid"] = uid
+        kueue["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = uid
+        stored = store.create(self.k_kueue, kueue, namespace=ns)
+        admitted = self.templates["kueue_workload"]["status"]
+        if name in self.queued:
+            admitted = self.kueue.pending_status(admitted, "Pending", "couldn't assign flavors to pod set worker: insufficient unused quota", now)
+        store.write_status(self.k_kueue, dict(stored, status=admitted))
         pods = []
         for template in self.templates["pods"]:
             pod = renamed(template, name, ns)
@@ -308,53 +434,73 @@ class Fleet:
 
     # state changes, each on the cluster's loop
     def change(self, name: str) -> None:
-        """One non-final change: pending → running, then a worker's readiness flaps."""
+        """One non-final change: pending → running, then a worker's readiness flaps (a queued
+        workload's Kueue Workload is written again: its pending message is refreshed)."""
         state = self.state[name]
-        store = self.cluster.store
-        if self.kind == "job":
-            job = store.get(self.k_job, self.namespace, name)
-            status = dict(self.templates["job"]["status"])
-            status.pop("conditions", None)
-            status.pop("completionTime", None)
-            if state == "running":
-                status["ready"] = 0
-            store.write_status(self.k_job, dict(job, status=status))
+        store, now = self.cluster.store, self.cluster.clock.timestamp()
+        if name in self.queued:
+            kueue = self._kueue_workload(name)
+            store.write_status(self.k_kueue, dict(kueue, status=self.kueue.pending_status(kueue["status"], "Pending", f"insufficient unused quota (as of {now})", now)))
+            return
+        pods = self.pods[name]
+        if state == "pending":
+            for pod in pods:
+                current = store.get(self.k_pod, self.namespace, pod["name"])
+                store.write_status(self.k_pod, dict(current, status=pod["running"]))
+            jobset = store.get(self.k_jobset, self.namespace, name)
+            store.write_status(self.k_jobset, dict(jobset, status=self.templates["jobset"]["status"]))
+            head = store.get(self.k_job, self.namespace, self.head_job(name))
+            store.write_status(self.k_job, dict(head, status={**head.get("status", {}), "ready": 1}))
         else:
-            pods = self.pods[name]
-            if state == "pending":
-                for pod in pods:
-                    current = store.get(self.k_pod, self.namespace, pod["name"])
-                    store.write_status(self.k_pod, dict(current, status=pod["running"]))
-                jobset = store.get(self.k_jobset, self.namespace, name)
-                store.write_status(self.k_jobset, dict(jobset, status=self.templates["jobset"]["status"]))
-            else:
-                worker = pods[-1]
-                current = store.get(self.k_pod, self.namespace, worker["name"])
-                status = not_ready(worker["running"]) if state == "running" else worker["running"]
-                store.write_status(self.k_pod, dict(current, status=status))
+            worker = self.pod(name, "worker")
+            current = store.get(self.k_pod, self.namespace, worker["name"])
+            status = not_ready(worker["running"]) if state == "running" else worker["running"]
+            store.write_status(self.k_pod, dict(current, status=status))
         self.state[name] = "flapping" if state == "running" else "running"
 
+    def _kueue_workload(self, name: str) -> dict[str, Any]:
+        return next(w for w in self.cluster.store.list(self.k_kueue, self.namespace) if any(r.get("name") == name for r in w["metadata"].get("ownerReferences") or ()))
+
     def finish(self, name: str) -> None:
-        store = self.cluster.store
-        now = self.cluster.clock.timestamp()
-        if self.kind == "job":
-            job = store.get(self.k_job, self.namespace, name)
-            status = dict(job.get("status") or {})
-            status.update(active=0, ready=0, succeeded=1, completionTime=now)
-            status["conditions"] = [
-                {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
-                {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
-            ]
+        """The workload ends as ``self.ending`` says: pods, child Jobs, JobSet and Kueue Workload."""
+        store, ns, now = self.cluster.store, self.namespace, self.cluster.clock.timestamp()
+        ending = self.ending[name]
+        pods = self.pods[name]
+        head_pod, worker_pod = self.pod(name, "pathways-head"), self.pod(name, "worker")
+        for pod in pods:
+            current = store.get(self.k_pod, ns, pod["name"])
+            code = 1 if ending == "failing" and pod is head_pod else (143 if ending == "disrupted" and pod is worker_pod else 0)
+            status = terminated_status(pod["running"], code, "Error", now)
+            if ending == "disrupted" and pod is worker_pod:
+                status = with_condition(status, "DisruptionTarget", "TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.", now)
+            store.write_status(self.k_pod, dict(current, status=status))
+        succeeded = ending == "succeeding"
+        for template in self.templates["jobs"]:
+            job = store.get(self.k_job, ns, template["metadata"]["name"].replace(TEMPLATE, name))
+            status = {"active": 0, "ready": 0, "startTime": (job.get("status") or {}).get("startTime", now), "completionTime": now}
+            if succeeded or "pathways-head" not in job["metadata"]["name"]:
+                status.update(succeeded=1, conditions=[
+                    {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
+                    {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
+                ])
+            else:
+                status.update(failed=1, conditions=[
+                    {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
+                    {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
+                ])
+                status.pop("completionTime")
             store.write_status(self.k_job, dict(job, status=status))
-        else:
-            jobset = store.get(self.k_jobset, self.namespace, name)
-            status = dict(jobset.get("status") or {})
-            status["conditions"] = [
-                *(status.get("conditions") or []),
-                {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully", "lastTransitionTime": now},
-            ]
+        jobset = store.get(self.k_jobset, ns, name)
+        status = dict(jobset.get("status") or {})
+        if succeeded:
+            status = with_condition(status, "Completed", "AllJobsCompleted", "jobset completed successfully", now)
             status["terminalState"] = "Completed"
-            store.write_status(self.k_jobset, dict(jobset, status=status))
+        else:
+            status = with_condition(status, "Failed", "FailedJobs", f"jobset failed due to reaching max number of restarts (first failed job: {self.head_job(name)})", now)
+            status["terminalState"] = "Failed"
+        store.write_status(self.k_jobset, dict(jobset, status=status))
+        kueue = self._kueue_workload(name)
+        store.write_status(self.k_kueue, dict(kueue, status=self.kueue.finished_status(kueue["status"], succeeded, status["conditions"][-1]["message"], now)))
         self.finished_at[name] = time.time()
 
     def triggers(self, poll_interval: float) -> list[tuple[str, dict[str, Any]]]:
@@ -363,7 +509,7 @@ class Fleet:
 
             made = [
                 KubernetesJobTrigger(
-                    job_name=name, job_namespace=self.namespace, pod_names=[f"{name}-pathways-head-0-0"],
+                    job_name=self.head_job(name), job_namespace=self.namespace, pod_names=[self.pod(name, "pathways-head")["name"]],
                     pod_namespace=self.namespace, base_container_name="jax-tpu", kubernetes_conn_id="kubernetes_default",
                     poll_interval=poll_interval, get_logs=False, do_xcom_push=False,
                 )
@@ -388,7 +534,7 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
     namespace = f"bench-{label}-{count}"
     namespaces = cluster.kinds.lookup("", "v1", "namespaces")
     cluster.call(lambda: cluster.store.create(namespaces, {"metadata": {"name": namespace}}))
-    fleet = Fleet(cluster, templates, namespace, count, kind)
+    fleet = Fleet(cluster, templates, namespace, count, kind, random.Random(f"fleet-{count}"))  # the same fleet for every contender
     began = time.monotonic()
     fleet.create()
     setup_seconds = time.monotonic() - began
@@ -412,6 +558,8 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         command += ["--profile", str(Path(args.profile, f"{label}-{count}"))]
+    if args.gc_freeze:
+        env["TRIGGERER_SCALE_GC_FREEZE"] = "1"
     if args.tracemalloc:
         Path(args.tracemalloc).mkdir(parents=True, exist_ok=True)
         env["TRIGGERER_SCALE_TRACEMALLOC"] = str(Path(args.tracemalloc, f"{label}-{count}-memory.txt"))
@@ -505,7 +653,10 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
     marks = out["marks"]
     cpu = marks["finish"]["cpu"] - marks["steady"]["cpu"]
     wall = marks["finish"]["time"] - marks["steady"]["time"]
-    latencies = [out["events"][n]["time"] - t for n, t in fleet.finished_at.items() if n in out["events"]]
+    events = {n: out["events"][fleet.head_job(n) if kind == "job" else n] for n in fleet.names if (fleet.head_job(n) if kind == "job" else n) in out["events"]}
+    latencies = [events[n]["time"] - t for n, t in fleet.finished_at.items() if n in events]
+    watch_events = marks["finish"]["watch_events"] - marks["steady"]["watch_events"]
+    full_collections = {p: c.get("2", {}) for p, c in out["collections"].items()}
     steady_stalls = [out["stalls"][p] for p in ("steady", "finish") if p in out["stalls"]]
     start_stall = out["stalls"].get("start", {}).get("max", 0.0)
     peak = out["peak_rss_kb"]
@@ -527,13 +678,24 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
         "steady_rss_mb": round(marks["finish"]["rss_kb"] / 1024, 1),
         "events": len(out["events"]),
         "all_events_received": all_events,
-        "unexpected_events": sum(1 for e in out["events"].values() if e["status"] not in ("finished", "success")),
+        "unexpected_events": sum(1 for n, e in events.items() if (e["status"] if kind == "job" else e["phase"]) not in fleet.expected(n)),
+        "endings": {ending: sum(1 for e in fleet.ending.values() if e == ending) for ending in ("succeeding", "failing", "disrupted")},
+        "queued_in_window": len(fleet.queued),
+        "reaction_by_ending": {
+            ending: {"p50_s": round(percentile(v, 0.5), 3), "max_s": round(max(v), 3)}
+            for ending in ("succeeding", "failing", "disrupted")
+            if (v := [events[n]["time"] - t for n, t in fleet.finished_at.items() if n in events and fleet.ending[n] == ending])
+        },
         "reaction_p50_s": round(percentile(latencies, 0.5), 3),
         "reaction_p99_s": round(percentile(latencies, 0.99), 3),
         "reaction_max_s": round(max(latencies), 3) if latencies else None,
         "max_stall_ms": round(max((s["max"] for s in steady_stalls), default=0.0) * 1000, 1),
         "stalls_over_100ms": sum(s["over_100ms"] for s in steady_stalls),
         "startup_max_stall_ms": round(start_stall * 1000, 1),
+        "watch_events_in_window": watch_events,
+        "cpu_us_per_watch_event": round(cpu / watch_events * 1e6, 1) if watch_events else None,
+        "full_gc": {p: {"count": c.get("count", 0), "max_ms": round(c.get("max", 0.0) * 1000, 1)} for p, c in full_collections.items()},
+        "max_full_gc_ms_in_windows": round(max((full_collections.get(p, {}).get("max", 0.0) for p in ("steady", "finish")), default=0.0) * 1000, 1),
     }
 
 
@@ -572,6 +734,9 @@ COLUMNS = [
     ("reaction_p50_s", "react p50 s"),
     ("reaction_p99_s", "react p99 s"),
     ("max_stall_ms", "max stall ms"),
+    ("max_full_gc_ms_in_windows", "max full GC ms"),
+    ("startup_max_stall_ms", "start-up stall ms"),
+    ("cpu_us_per_watch_event", "CPU µs/event"),
     ("events", "events"),
 ]
 
@@ -598,6 +763,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--profile", metavar="DIR", help="run each triggerer process under cProfile; stats go to DIR/<contender>-<N>.{prof,txt}")
     parser.add_argument("--tracemalloc", metavar="DIR", help="trace allocations in each triggerer process; the top lines at the end of the steady window go to DIR")
+    parser.add_argument("--gc-freeze", action="store_true", help="each triggerer process calls gc.freeze() when the steady window starts (an experiment, not what Airflow does)")
     parser.add_argument("--triggerer", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.triggerer:
@@ -628,12 +794,12 @@ def main() -> int:
 
     report: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-        "settings": {k: getattr(args, k) for k in ("waits", "anchor_polls", "warmup", "window", "finish", "change_every", "quick")},
+        "settings": {k: getattr(args, k) for k in ("waits", "anchor_polls", "warmup", "window", "finish", "change_every", "quick", "gc_freeze")},
         "runs": [],
         "ratios": [],
         "targets": {},
     }
-    with LocalCluster(speed=60, gcs=False, kueue=False) as cluster:
+    with LocalCluster(speed=60, gcs=False, kueue=True) as cluster:
         templates = capture_templates(cluster)
         pause_controllers(cluster)
         for count in args.waits:

@@ -40,6 +40,9 @@ def test_triggerer_scale_quick(tmp_path):
         assert 0 <= run["reaction_p50_s"] <= run["reaction_p99_s"]
         assert run["max_stall_ms"] >= 0
     assert runs["anchor-2s"]["requests_in_window"] > 0  # the anchor polls; ours holds watches
+    assert runs["ours"]["watch_events_in_window"] > 0 and runs["ours"]["cpu_us_per_watch_event"] > 0
+    assert runs["anchor-2s"]["watch_events_in_window"] == 0  # it watches nothing
+    assert all(run["max_full_gc_ms_in_windows"] >= 0 for run in runs.values())
     assert {"fewer_requests_x", "cpu_fraction", "rss_per_wait_fraction"} <= set(report["ratios"][0])
     assert set(report["targets"]["20"]) >= {"p99_reaction_le_1s", "rss_le_50kb_per_wait", "no_stall_over_100ms"}
 

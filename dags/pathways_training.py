@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+# Each gs:// Asset makes Airflow import the google provider's handler for the scheme (the GCS hook,
+# gcloud-aio-storage). Imported at the top level, the dag-processor imports it once in its own process
+# before forking the parses ([dag_processor] parsing_pre_import_modules) instead of each parse
+# importing it again: 0.2 s a parse on Airflow 3.3 (benchmarks/README.md, "Import cost").
+import airflow.providers.google.assets.gcs  # noqa: F401
 from airflow.sdk import DAG, Asset, Param, task
 
 from pathways_airflow.operators import PathwaysJobOperator

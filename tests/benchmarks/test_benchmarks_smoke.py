@@ -98,5 +98,18 @@ def test_import_cost_quick(tmp_path):
     assert all(part["modules"]["pathways_airflow.operators + .sensors"]["error"] is None for part in report["bytecode"].values())
 
 
+def test_dag_processor_cost_quick(tmp_path):
+    report = run_quick("dag_processor_cost", tmp_path, timeout=300)
+    assert report["machine"]["cores"] >= 1 and report["machine"]["airflow"]
+    assert set(report["variants"]) == {"without_pre_import_line", "as_shipped"}
+    for variant in report["variants"].values():
+        assert variant["trivial_parse_s_median"] > 0  # the real dag-processor recorded the baseline's parse
+        files = variant["files"]
+        assert "dag_processor_cost_trivial.py" in files and len(files) == 2, files
+        for row in files.values():
+            assert len(row["parse_s"]) == report["runs"] == 1 and row["beyond_trivial_s_median"] is not None
+    assert len(report["targets"]) == 2
+
+
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(pytest.main([__file__, "-q"]))

@@ -172,8 +172,6 @@ async def triggerer(spec_path: str, out_path: str) -> None:
     def on_line(line: str) -> None:
         word, _, arg = line.strip().partition(" ")
         if word == "mark":
-            if arg == "steady" and os.environ.get("TRIGGERER_SCALE_GC_FREEZE"):
-                gc.freeze()  # what the triggerer holds after the warm-up is left out of every later collection
             phases.mark(arg)
         elif word == "stop":
             stopped.set()
@@ -367,6 +365,7 @@ class Fleet:
         self.k_job = kinds.lookup("batch", "v1", "jobs")
         self.k_kueue = kinds.lookup("kueue.x-k8s.io", "v1beta2", "workloads")
         self.pods: dict[str, list[dict[str, Any]]] = {}
+        self.kueue_names: dict[str, str] = {}
         self.finished_at: dict[str, float] = {}
         from pathways_airflow_testing.controllers import kueue  # Kueue's own status shapes, as its controller writes them
 
@@ -418,6 +417,7 @@ class Fleet:
             ref["uid"] = uid
         kueue["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = uid
         stored = store.create(self.k_kueue, kueue, namespace=ns)
+        self.kueue_names[name] = stored["metadata"]["name"]
         admitted = self.templates["kueue_workload"]["status"]
         if name in self.queued:
             admitted = self.kueue.pending_status(admitted, "Pending", "couldn't assign flavors to pod set worker: insufficient unused quota", now)
@@ -459,7 +459,7 @@ class Fleet:
         self.state[name] = "flapping" if state == "running" else "running"
 
     def _kueue_workload(self, name: str) -> dict[str, Any]:
-        return next(w for w in self.cluster.store.list(self.k_kueue, self.namespace) if any(r.get("name") == name for r in w["metadata"].get("ownerReferences") or ()))
+        return self.cluster.store.get(self.k_kueue, self.namespace, self.kueue_names[name])
 
     def finish(self, name: str) -> None:
         """The workload ends as ``self.ending`` says: pods, child Jobs, JobSet and Kueue Workload."""
@@ -559,7 +559,7 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         command += ["--profile", str(Path(args.profile, f"{label}-{count}"))]
     if args.gc_freeze:
-        env["TRIGGERER_SCALE_GC_FREEZE"] = "1"
+        env["AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC"] = "True"
     if args.tracemalloc:
         Path(args.tracemalloc).mkdir(parents=True, exist_ok=True)
         env["TRIGGERER_SCALE_TRACEMALLOC"] = str(Path(args.tracemalloc, f"{label}-{count}-memory.txt"))
@@ -763,7 +763,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="OUT")
     parser.add_argument("--profile", metavar="DIR", help="run each triggerer process under cProfile; stats go to DIR/<contender>-<N>.{prof,txt}")
     parser.add_argument("--tracemalloc", metavar="DIR", help="trace allocations in each triggerer process; the top lines at the end of the steady window go to DIR")
-    parser.add_argument("--gc-freeze", action="store_true", help="each triggerer process calls gc.freeze() when the steady window starts (an experiment, not what Airflow does)")
+    parser.add_argument("--gc-freeze", action="store_true", help="run the triggerer processes with [pathways] freeze_gc_after_sync = True")
     parser.add_argument("--triggerer", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.triggerer:

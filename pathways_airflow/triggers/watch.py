@@ -19,6 +19,7 @@ their whole spec; the state core reads only its container names and node).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import random
@@ -297,6 +298,7 @@ class SharedWatch:
         self.failing_since = None
         self.forbidden = ""
         self.synced.set()
+        freeze_what_is_held()
         await self._wake_everyone()
 
     async def _watch(self) -> None:
@@ -389,6 +391,31 @@ def shared_watch(
     if key not in watches:
         watches[key] = SharedWatch(target, resource, namespace, label_selector, index=index, prune=prune)
     return watches[key]
+
+
+FREEZE_OPTION = ("pathways", "freeze_gc_after_sync")
+"""``[pathways] freeze_gc_after_sync`` (off by default): see :func:`freeze_what_is_held`."""
+
+
+def freeze_what_is_held() -> bool:
+    """With ``[pathways] freeze_gc_after_sync``, leave what the process holds now out of every later
+    garbage collection (:func:`gc.freeze`); True when it did.
+
+    A triggerer holding thousands of waits holds hundreds of thousands of containers (the caches,
+    the waits' own objects), and every full collection walks them all: at N = 1000 each one
+    blocked the loop for ~280 ms, at N = 10,000 for over a second (``benchmarks/README.md``).
+    Frozen after a list, they are never walked again; the cached objects are plain JSON and are
+    freed by reference counting when a later event replaces them. The young generations are
+    collected first, so that little cyclic garbage is frozen with them. It acts on the whole
+    triggerer process, as Airflow's own dag-processor does before it forks; hence opt-in.
+    """
+    from airflow.providers.common.compat.sdk import conf
+
+    if not conf.getboolean(*FREEZE_OPTION, fallback=False):
+        return False
+    gc.collect(1)
+    gc.freeze()
+    return True
 
 
 RECHECK_SPREAD = 0.25

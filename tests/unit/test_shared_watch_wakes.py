@@ -42,3 +42,21 @@ def test_every_wait_is_woken_a_batch_per_turn_of_the_loop():
 def test_a_few_waits_are_woken_in_one_turn():
     seen = woken_counts_seen_by_another_task(3)
     assert seen == [0, 3]
+
+
+def test_freezing_after_a_list_is_opt_in_and_freezes_what_is_held(monkeypatch):
+    import gc
+
+    from pathways_airflow.triggers.watch import freeze_what_is_held
+
+    monkeypatch.delenv("AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC", raising=False)
+    before = gc.get_freeze_count()
+    assert not freeze_what_is_held() and gc.get_freeze_count() == before
+
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC", "True")
+    held = [{"metadata": {"name": f"w{i}"}, "items": [i]} for i in range(1000)]
+    try:
+        assert freeze_what_is_held()
+        assert gc.get_freeze_count() >= before + len(held)
+    finally:
+        gc.unfreeze()

@@ -40,16 +40,22 @@ def version_of(obj: Mapping[str, Any] | None) -> str | None:
     return (obj.get("metadata") or {}).get("resourceVersion") or None
 
 
-def changed_event(event: Any) -> bool:
-    """Does a watch event say the object may differ from what was read?
+def changed_event(event: Any, since: str) -> bool:
+    """Does a watch event say the object may differ from the one read at resourceVersion ``since``?
 
     Bookmarks only move the stream's resourceVersion; an ``ERROR`` (410 Gone: the version read is
-    older than the API server's history) means "read it again", as ADDED, MODIFIED and DELETED do.
+    older than the API server's history) means "read it again", as ADDED, MODIFIED and DELETED do
+    — unless they carry the very version read (a server or proxy that ignores ``resourceVersion``
+    replays the current object first), which would otherwise turn the wait into a busy loop.
     """
-    return isinstance(event, dict) and event.get("type") != "BOOKMARK"
+    if not isinstance(event, dict) or event.get("type") == "BOOKMARK":
+        return False
+    if event.get("type") == "ERROR":
+        return True
+    return version_of(event.get("object") if isinstance(event.get("object"), dict) else None) != since
 
 
-def wait_for_change(
+def wait_until_changed(
     hook: "PathwaysHook", resource: Resource, namespace: str, name: str, since: str | None, timeout: float
 ) -> bool:
     """Until object ``namespace/name`` changes after resourceVersion ``since``, or ``timeout`` passes.
@@ -96,7 +102,7 @@ def look_until(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
-        wait_for_change(hook, resource, namespace, name, version_of(seen), min(interval, remaining))
+        wait_until_changed(hook, resource, namespace, name, version_of(seen), min(interval, remaining))
 
 
 def _first_change(hook: "PathwaysHook", resource: Resource, namespace: str, name: str, since: str, timeout: float) -> bool:
@@ -119,7 +125,7 @@ def _first_change(hook: "PathwaysHook", resource: Resource, namespace: str, name
     lines = JsonLines()
     try:
         for chunk in response.stream(amt=None, decode_content=True):
-            if any(changed_event(event) for event in lines.feed(chunk)):
+            if any(changed_event(event, since) for event in lines.feed(chunk)):
                 return True
         return False
     finally:

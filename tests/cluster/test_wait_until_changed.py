@@ -1,4 +1,4 @@
-"""``hooks.changes.wait_for_change``: a worker's wait ends when the object changes, not a poll later.
+"""``hooks.changes.wait_until_changed``: a worker's wait ends when the object changes, not a poll later.
 
 Against the local cluster's API server (a real watch with ``fieldSelector`` and
 ``resourceVersion``), driven by the real ``kubernetes`` client.
@@ -13,7 +13,7 @@ import time
 import pytest
 
 from pathways_airflow.hooks.api import object_path
-from pathways_airflow.hooks.changes import changed_event, version_of, wait_for_change
+from pathways_airflow.hooks.changes import version_of, wait_until_changed
 from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.resources import JOB, Resource
 
@@ -48,7 +48,7 @@ def settled(hook: PathwaysHook, name: str) -> dict:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         job = hook.get(JOB, NAMESPACE, name)
-        if not wait_for_change(hook, JOB, NAMESPACE, name, version_of(job), 1.0):
+        if not wait_until_changed(hook, JOB, NAMESPACE, name, version_of(job), 1.0):
             return job
     raise AssertionError(f"Job {name} kept changing for 20 s")
 
@@ -70,7 +70,7 @@ def annotate_later(hook: PathwaysHook, name: str, after: float) -> threading.Thr
 
 def timed_wait(hook: PathwaysHook, resource: Resource, name: str, since: str | None, timeout: float) -> tuple[bool, float]:
     started = time.monotonic()
-    changed = wait_for_change(hook, resource, NAMESPACE, name, since, timeout)
+    changed = wait_until_changed(hook, resource, NAMESPACE, name, since, timeout)
     return changed, time.monotonic() - started
 
 
@@ -120,14 +120,6 @@ def test_a_watch_the_api_refuses_falls_back_to_waiting_out_the_interval():
     not_served = Resource("example.com", "v1", "widgets", "Widget")
     changed, took = timed_wait(hook, not_served, "anything", "1", timeout=1.5)
     assert not changed and took >= 1.4, took
-
-
-def test_only_bookmarks_leave_the_object_as_read():
-    assert not changed_event({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}})
-    assert changed_event({"type": "MODIFIED", "object": {}}) and changed_event({"type": "DELETED", "object": {}})
-    assert changed_event({"type": "ERROR", "object": {"code": 410}})
-    assert version_of(None) is None and version_of({"metadata": {}}) is None
-    assert version_of({"metadata": {"resourceVersion": "42"}}) == "42"
 
 
 def test_a_deferred_job_wait_sees_the_job_finish_at_once_not_a_poll_interval_later(pathways_cluster):

@@ -42,6 +42,8 @@ MAX_REMEMBERED_DELETIONS = 5000
 MAX_BACKOFF_SECONDS = 30.0
 WAKE_BATCH = 200
 """Waits woken per turn of the loop when all are woken: at ~100-300 µs each, well under 100 ms."""
+EVENTS_PER_TURN = 100
+"""Watch events applied between two turns of the loop (each takes tens of µs)."""
 LIST_PAGE = 500
 """Objects per page of a list (``limit``): a page of pods is a few megabytes, parsed in tens of ms."""
 
@@ -302,7 +304,13 @@ class SharedWatch:
         await self._wake_everyone()
 
     async def _watch(self) -> None:
-        """Follow events until the stream ends (re-watch) or history is gone (relist)."""
+        """Follow events until the stream ends (re-watch) or history is gone (relist).
+
+        One chunk of the stream can carry thousands of events (a busy namespace, a burst of
+        endings); a turn of the loop every :data:`EVENTS_PER_TURN` of them keeps applying a
+        burst from blocking the waits it wakes, and every other wait, for all of it.
+        """
+        applied = 0
         while True:
             received = False
             async for event in self.hook.watch(
@@ -338,6 +346,9 @@ class SharedWatch:
                 touched.update(self._link(obj))
                 self.consecutive_failures = 0
                 self._notify(touched)
+                applied += 1
+                if applied % EVENTS_PER_TURN == 0:
+                    await asyncio.sleep(0)
             if not received:
                 await asyncio.sleep(0)  # an empty stream (timeout, dropped): watch again at once
 

@@ -60,3 +60,38 @@ def test_freezing_after_a_list_is_opt_in_and_freezes_what_is_held(monkeypatch):
         assert gc.get_freeze_count() >= before + len(held)
     finally:
         gc.unfreeze()
+
+
+def test_a_burst_of_watch_events_leaves_the_loop_turns_while_it_is_applied():
+    from pathways_airflow.triggers.watch import EVENTS_PER_TURN
+
+    burst = 2 * EVENTS_PER_TURN + 50
+
+    async def scenario() -> list[int]:
+        watch = SharedWatch(ClusterTarget(), POD, "default", None)
+
+        async def one_chunk(*_args, **_kwargs):
+            for index in range(burst):
+                yield {"type": "MODIFIED", "object": {"metadata": {"name": f"p{index}", "namespace": "default", "resourceVersion": str(index)}}}
+            await asyncio.Event().wait()  # then the stream stays open and quiet
+
+        watch.hook.watch = one_chunk  # type: ignore[method-assign]
+        cached: list[int] = []
+
+        async def look_each_turn() -> None:
+            while True:
+                cached.append(len(watch.objects))
+                await asyncio.sleep(0)
+
+        looking = asyncio.ensure_future(look_each_turn())
+        following = asyncio.ensure_future(watch._watch())
+        for _ in range(10):
+            await asyncio.sleep(0)
+        following.cancel()
+        looking.cancel()
+        await asyncio.gather(following, looking, return_exceptions=True)
+        return cached
+
+    cached = asyncio.run(scenario())
+    assert cached[-1] == burst
+    assert EVENTS_PER_TURN in cached and 2 * EVENTS_PER_TURN in cached, cached

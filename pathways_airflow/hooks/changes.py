@@ -1,9 +1,9 @@
 """Wait in a worker until one Kubernetes object changes: a watch instead of a fixed sleep.
 
-A task waiting in a worker on a Job or a LeaderWorkerSet reads it, decides, and waits for the
-next look. Sleeping ``poll_interval`` between looks makes every wait end up to a whole interval
-after the object finished (a conversion done in 2 s is reported after 10). Instead the worker
-watches that one object (``fieldSelector=metadata.name=...``) from the ``resourceVersion`` it
+A task waiting in a worker on one object (a model server's LeaderWorkerSet while it starts)
+reads it, decides, and waits for the next look. Sleeping ``poll_interval`` between looks makes
+every wait end up to a whole interval after the object got there (a server ready in 1 s is
+reported after 10). Instead the worker watches that one object (``fieldSelector=metadata.name=...``) from the ``resourceVersion`` it
 just read: the first change after what it saw ends the wait at once, and ``poll_interval`` stays
 the longest gap between looks, as before.
 

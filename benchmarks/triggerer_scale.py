@@ -334,11 +334,6 @@ def terminated_status(status: dict[str, Any], exit_code: int, reason: str, now: 
     return status
 
 
-def with_condition(status: dict[str, Any], type_: str, reason: str, message: str, now: str) -> dict[str, Any]:
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") != type_]
-    return {**status, "conditions": [*conditions, {"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}]}
-
-
 class Fleet:
     """N workloads in one namespace as the emulator's controllers made the template, and the
     state changes the driver makes to them.
@@ -368,8 +363,14 @@ class Fleet:
         self.kueue_names: dict[str, str] = {}
         self.finished_at: dict[str, float] = {}
         from pathways_airflow_testing.controllers import kueue  # Kueue's own status shapes, as its controller writes them
+        from pathways_airflow_testing.controllers.base import set_condition  # as every local controller sets one
 
         self.kueue = kueue
+        self.set_condition = set_condition
+
+    def with_condition(self, status: dict[str, Any], type_: str, reason: str, message: str, now: str) -> dict[str, Any]:
+        """``status`` with condition ``type_`` True."""
+        return {**status, "conditions": self.set_condition(status.get("conditions") or [], type_, "True", reason, message, now)}
 
     @staticmethod
     def _ending(rng: random.Random) -> str:
@@ -472,7 +473,7 @@ class Fleet:
             code = 1 if ending == "failing" and pod is head_pod else (143 if ending == "disrupted" and pod is worker_pod else 0)
             status = terminated_status(pod["running"], code, "Error", now)
             if ending == "disrupted" and pod is worker_pod:
-                status = with_condition(status, "DisruptionTarget", "TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.", now)
+                status = self.with_condition(status, "DisruptionTarget", "TerminationByKubelet", "Pod was terminated in response to imminent node shutdown.", now)
             store.write_status(self.k_pod, dict(current, status=status))
         succeeded = ending == "succeeding"
         for template in self.templates["jobs"]:
@@ -493,14 +494,13 @@ class Fleet:
         jobset = store.get(self.k_jobset, ns, name)
         status = dict(jobset.get("status") or {})
         if succeeded:
-            status = with_condition(status, "Completed", "AllJobsCompleted", "jobset completed successfully", now)
-            status["terminalState"] = "Completed"
+            ended, reason, message = "Completed", "AllJobsCompleted", "jobset completed successfully"
         else:
-            status = with_condition(status, "Failed", "FailedJobs", f"jobset failed due to reaching max number of restarts (first failed job: {self.head_job(name)})", now)
-            status["terminalState"] = "Failed"
+            ended, reason, message = "Failed", "FailedJobs", f"jobset failed due to reaching max number of restarts (first failed job: {self.head_job(name)})"
+        status = {**self.with_condition(status, ended, reason, message, now), "terminalState": ended}
         store.write_status(self.k_jobset, dict(jobset, status=status))
         kueue = self._kueue_workload(name)
-        store.write_status(self.k_kueue, dict(kueue, status=self.kueue.finished_status(kueue["status"], succeeded, status["conditions"][-1]["message"], now)))
+        store.write_status(self.k_kueue, dict(kueue, status=self.kueue.finished_status(kueue["status"], succeeded, message, now)))
         self.finished_at[name] = time.time()
 
     def triggers(self, poll_interval: float) -> list[tuple[str, dict[str, Any]]]:

@@ -6,8 +6,9 @@ of the Job is all a look needs. The look comes as soon as the Job changes — ev
 namespace is woken by one shared watch of the Jobs this provider made (cached as bare names:
 the watch only says *when* to look) — and at the latest every ``poll_interval``, so a Job that
 finishes is seen at once, not up to an interval later. When the Job has finished is the pure
-:func:`pathways_airflow.state.jobs.job_outcome`; the operators' own waits in a worker use the
-same function, so every path decides alike.
+:func:`pathways_airflow.state.jobs.job_outcome`; an operator that does not defer runs this same
+trigger in its worker (:func:`~pathways_airflow.operators.base.first_event_here`), so every path
+decides alike.
 
 It never raises out of ``run()``: an API that keeps failing ends in one ``error`` event. When
 the task's ``execution_timeout`` passes, the Job is deleted here and a ``timeout`` event sent; a
@@ -29,6 +30,7 @@ from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, OUTCOMES, RUNNING, JobOutcome, job_outcome
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
+from pathways_airflow.triggers.pruning import pruned_to_name
 from pathways_airflow.triggers.watch import Subscription, shared_watch, spread, wait_for_change
 
 DEFAULT_POLL_INTERVAL = 10.0
@@ -39,12 +41,6 @@ __all__ = ["BatchJobTrigger", "COMPLETE", "FAILED", "GONE", "OUTCOMES", "RUNNING
 
 OUR_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 """The Jobs the shared watch follows: the ones this provider's operators create."""
-
-
-def name_only(job: dict[str, Any]) -> dict[str, Any]:
-    """What the wake-up watch keeps of a Job: its name and namespace, nothing a look would read."""
-    meta = job.get("metadata") or {}
-    return {"metadata": {"name": meta.get("name", ""), "namespace": meta.get("namespace", "")}}
 
 
 # --- the trigger ----------------------------------------------------------------------------------
@@ -116,7 +112,7 @@ class BatchJobTrigger(KillableTrigger):
             )
 
     async def _poll(self) -> AsyncIterator[TriggerEvent]:
-        watch = shared_watch(self.cluster, JOB, self.namespace, OUR_JOBS, prune=name_only)
+        watch = shared_watch(self.cluster, JOB, self.namespace, OUR_JOBS, prune=pruned_to_name)
         subscription = watch.subscribe([self.name])
         try:
             async for event in self._looks(subscription):

@@ -81,6 +81,13 @@ def pruned_job(job: dict[str, Any]) -> dict[str, Any]:
     return _kept(job, _metadata(job, annotations=False), None)
 
 
+def pruned_to_name(obj: dict[str, Any]) -> dict[str, Any]:
+    """Only its name and namespace: for a watch that says *when* to look and is never read
+    (:class:`~pathways_airflow.triggers.job.BatchJobTrigger` reads its Job with a GET)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {"name": meta.get("name", ""), "namespace": meta.get("namespace", "")}}
+
+
 def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
     """A JobSet as the trigger path reads it. Of its ``spec``:
 

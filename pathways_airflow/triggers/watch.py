@@ -439,6 +439,12 @@ def spread(seconds: float) -> float:
     return seconds * (1.0 - RECHECK_SPREAD * random.random())
 
 
+def recheck_in(period: float, remaining: float | None) -> float:
+    """How long to wait for a change before looking anyway: :func:`spread` ``period``, and never
+    past the ``remaining`` seconds of the task's deadline (``None``: it has none)."""
+    return spread(period) if remaining is None else min(spread(period), remaining)
+
+
 async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, consume: bool = True) -> bool:
     """Wait until any subscription fires (True) or ``timeout`` seconds pass (False).
 

@@ -55,8 +55,8 @@ from pathways_airflow.triggers.watch import (
     api_lost,
     by_label,
     by_owner,
+    recheck_in,
     shared_watch,
-    spread,
     wait_for_change,
 )
 
@@ -212,7 +212,7 @@ class PathwaysJobTrigger(KillableTrigger):
                     # keep the workload and wait for it, as long as the task has time.
                     if remaining is not None and remaining <= 0:
                         break
-                    await wait_for_change(list(subscriptions.values()), spread(self.recheck_seconds) if remaining is None else min(spread(self.recheck_seconds), remaining))
+                    await wait_for_change(list(subscriptions.values()), recheck_in(self.recheck_seconds, remaining))
                     continue
                 observation = observe(self.backend, self.name, self.namespace, watches)
                 self._remember_live_jobs(observation)
@@ -266,7 +266,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 remaining = None if self.deadline is None else self.deadline - time.time()
                 if remaining is not None and remaining <= 0:
                     break
-                wait = spread(self.recheck_seconds) if remaining is None else min(spread(self.recheck_seconds), remaining)
+                wait = recheck_in(self.recheck_seconds, remaining)
                 if self._next_creation_check:  # child objects are missing: look at the events again soon
                     wait = min(wait, creation.CHECK_EVERY_SECONDS)
                 await wait_for_change(list(subscriptions.values()), wait)

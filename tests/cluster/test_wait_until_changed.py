@@ -168,3 +168,47 @@ def test_a_deferred_job_wait_sees_the_job_finish_at_once_not_a_poll_interval_lat
         assert payload["status"] == "complete" and took < 10, (payload, took)
     finally:
         hook.delete(JOB, NAMESPACE, "wait-job-done")
+
+
+def test_a_job_wait_whose_reads_fail_waits_its_interval_between_them_however_often_the_job_changes(pathways_cluster):
+    """The watch's wake-ups are for a working API: while the reads of the Job fail, each next read
+    waits the interval, so a busy Job cannot use up ``max_failures`` in a fraction of a second."""
+    from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+    from pathways_airflow.triggers.job import BatchJobTrigger
+    from pathways_airflow_testing.faults import FaultRule
+
+    from tests.support.triggers import first_event
+
+    hook = PathwaysHook()
+    name = "wait-job-refused"
+    suspended_job(hook, name)
+    hook.request(
+        "PATCH", object_path(JOB, NAMESPACE, name), body={"metadata": {"labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}},
+        content_type="application/merge-patch+json",
+    )
+    pathways_cluster.faults.add(FaultRule(rf"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{name}$", status=403, count=1000, methods=("GET",), watch=False))
+    stop = threading.Event()
+
+    def keep_changing() -> None:
+        for index in range(200):
+            if stop.wait(0.2):
+                return
+            hook.request(
+                "PATCH", object_path(JOB, NAMESPACE, name), body={"metadata": {"annotations": {"example.com/touch": str(index)}}},
+                content_type="application/merge-patch+json",
+            )
+
+    changer = threading.Thread(target=keep_changing)
+    changer.start()
+    trigger = BatchJobTrigger(name=name, namespace=NAMESPACE, target={"kubernetes_conn_id": "kubernetes_default"}, poll_interval=2, max_failures=3)
+    try:
+        started = time.monotonic()
+        payload = first_event(trigger, timeout=60)
+        took = time.monotonic() - started
+        assert payload["status"] == "error" and "3 reads in a row failed" in payload["message"], payload
+        assert took >= 2 * 2 * 0.75, took  # two waits between three reads, each at least the interval less its spread
+    finally:
+        stop.set()
+        changer.join()
+        pathways_cluster.clear_faults()
+        hook.delete(JOB, NAMESPACE, name)

@@ -1,4 +1,4 @@
-"""OpenLineage objects for a task's :class:`~pathways_airflow.state.lineage.Lineage`.
+"""OpenLineage objects for a task's :class:`~pathways_airflow.run.lineage.Lineage`.
 
 The OpenLineage provider is optional (``pip install 'pathways-airflow[openlineage]'``; Cloud
 Composer preinstalls it). Its listener asks an operator for ``get_openlineage_facets_on_complete``
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from pathways_airflow.state.lineage import Lineage, dataset_name
+from pathways_airflow.run.lineage import Lineage, dataset_name
 
 
 @cache

@@ -27,9 +27,37 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from pathways_airflow.exceptions import AirflowApiError
 from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.state.janitor import TaskAnswer
-from pathways_airflow.state.task_instance import this_task_state
 
 log = logging.getLogger(__name__)
+
+
+# --- was a deferred task killed? (pure) ----------------------------------------------------------
+# On Airflow 3.1 and 3.2 a trigger is cancelled the same way whether a user marked its task failed,
+# succeeded or cleared it, or the triggerer stopped or handed it on. Only the first must delete the
+# workload. The task instance tells them apart: it stays ``deferred`` until something ended the wait.
+
+DEFERRED = "deferred"
+
+
+def this_task_state(task_states: Mapping[str, Mapping[str, Any]], run_id: str, task_id: str, map_index: int | None) -> tuple[bool, str | None]:
+    """``(found, state)`` for one task instance in the Execution API's ``task_states`` answer.
+
+    The answer is ``{run_id: {key: state}}``; the key is the task id, or ``<task_id>_<map_index>``
+    for a mapped task instance (Airflow's ``get_task_instance_states`` route).
+    """
+    key = task_id if map_index is None or map_index < 0 else f"{task_id}_{map_index}"
+    run = task_states.get(run_id) or {}
+    return (key in run, run.get(key))
+
+
+def killed_while_deferred(found: bool, state: str | None) -> bool:
+    """Whether a cancelled trigger's task was ended by someone (mark failed/success, clear).
+
+    A task instance still ``deferred`` was not killed: the triggerer stopped or handed the
+    trigger on. One that cannot be found says nothing either way, so nothing is deleted.
+    """
+    return found and state != DEFERRED
+
 
 ROUTER_NOT_FOUND = "Not Found"
 """The detail FastAPI gives for a path no route serves (a wrong base URL), not for a missing task instance."""

@@ -37,7 +37,7 @@ import yaml
 from pathways_airflow.exceptions import BadSpecError
 
 if TYPE_CHECKING:
-    from pathways_airflow.hooks.pathways import ClusterTarget
+    from pathways_airflow.hooks.target import ClusterTarget
 
 LEGACY_PREFIX = "extra__kubernetes__"
 

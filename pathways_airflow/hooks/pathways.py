@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Mapping, Sequence
 
@@ -42,6 +42,7 @@ from pathways_airflow.hooks.api import (
     status_of,
 )
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
+from pathways_airflow.hooks.target import ClusterTarget
 from pathways_airflow.resources import NODE, POD, Resource, resource_of
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 
@@ -54,52 +55,6 @@ LOG_TAIL_BYTES = 64 * 1024
 """At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
 can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
 messages and the task log."""
-
-
-@dataclass(frozen=True)
-class ClusterTarget:
-    """Which cluster to talk to, in a form a trigger can carry (no secrets: connection ids)."""
-
-    kubernetes_conn_id: str | None = "kubernetes_default"
-    project_id: str | None = None
-    location: str | None = None
-    cluster_name: str | None = None
-    gcp_conn_id: str = "google_cloud_default"
-    impersonation_chain: str | tuple[str, ...] | None = None
-    use_dns_endpoint: bool = False
-    cluster_url: str | None = None
-    """The GKE endpoint, once resolved (so triggers need not call the GKE API again)."""
-    ssl_ca_cert: str | None = None
-    """The GKE cluster's CA certificate (public), once resolved."""
-
-    def __post_init__(self) -> None:
-        gke = (self.project_id, self.location, self.cluster_name)
-        if any(gke) and not all(gke):
-            missing = [n for n, v in zip(("project_id", "location", "cluster_name"), gke) if not v]
-            raise BadSpecError(f"a GKE cluster needs project_id, location and cluster_name; missing: {', '.join(missing)}")
-        if isinstance(self.impersonation_chain, list):
-            object.__setattr__(self, "impersonation_chain", tuple(self.impersonation_chain))
-
-    @property
-    def is_gke(self) -> bool:
-        return bool(self.cluster_name)
-
-    @property
-    def key(self) -> str:
-        """Identity of the cluster and credentials: clients and watches are shared per key."""
-        if self.is_gke:
-            return f"gke:{self.project_id}/{self.location}/{self.cluster_name}@{self.gcp_conn_id}:{self.impersonation_chain}"
-        return f"conn:{self.kubernetes_conn_id}"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if isinstance(data["impersonation_chain"], tuple):
-            data["impersonation_chain"] = list(data["impersonation_chain"])
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ClusterTarget":
-        return cls(**dict(data))
 
 
 @dataclass(frozen=True)

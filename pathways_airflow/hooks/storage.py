@@ -8,7 +8,7 @@ functions, so importing an operator or a trigger stays cheap for the DAG process
 
 A GCS outage is waited out, not reported as a failure: every public function here retries the
 whole look or write (:func:`waits_out_outages`) with capped exponential backoff while the error
-is transient (:func:`~pathways_airflow.state.storage_outage.is_transient_storage_error`), until
+is transient (:func:`~pathways_airflow.hooks.storage.is_transient_storage_error`), until
 the ``deadline`` its caller passes (epoch seconds: the task's ``execution_timeout``, the sensor's
 ``timeout``) or :data:`DEFAULT_OUTAGE_SECONDS` from the first failure. The log says once when
 an outage began and once when it ended; one that outlasts the deadline raises
@@ -20,6 +20,7 @@ one retry policy, and a look is always redone whole: a scan cut short never repo
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import functools
 import json
 import logging
@@ -43,12 +44,6 @@ from pathways_airflow.checkpoints import (
 )
 
 from pathways_airflow.exceptions import StorageUnavailableError
-from pathways_airflow.state.storage_outage import (
-    is_transient_storage_error,
-    outage_began,
-    outage_ended,
-    outage_outlasted_the_deadline,
-)
 
 DEFAULT_GCP_CONN_ID = "google_cloud_default"
 DEFAULT_OUTAGE_SECONDS = 30 * 60.0
@@ -58,6 +53,71 @@ OUTAGE_BACKOFF_MAX = 30.0
 """The wait between tries during an outage: doubling from the first, never more than the second."""
 
 log = logging.getLogger(__name__)
+
+
+# --- which errors are an outage worth waiting out, and what the log says of one (pure) -----------
+# Throttling (429), server errors (5xx), request timeouts (408), dropped, refused or timed-out
+# connections and the client's own exhausted retries are outages. A refusal (403), a missing
+# bucket or object (404) and a failed precondition (412) are answers: waiting changes nothing.
+
+TRANSIENT_STORAGE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def _status_of(error: BaseException) -> int | None:
+    """The HTTP status an error carries: ``code`` (google.api_core) or ``response.status_code``."""
+    code = getattr(error, "code", None)
+    if isinstance(code, int):
+        return code
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_transient_storage_error(error: BaseException) -> bool:
+    """Whether a GCS call failed because GCS could not be reached or was overloaded, not because of what it said."""
+    import requests
+    from google.api_core.exceptions import GoogleAPICallError, RetryError
+    from google.auth.exceptions import TransportError
+
+    if isinstance(error, GoogleAPICallError):
+        return error.code in TRANSIENT_STORAGE_STATUSES
+    if isinstance(error, (RetryError, TransportError, requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
+        return True  # the connection dropped in the middle of a body
+    return _status_of(error) in TRANSIENT_STORAGE_STATUSES
+
+
+def describe_storage_error(error: BaseException) -> str:
+    """A short, one-line account of the error (``503 Service Unavailable``, ``ConnectionError: ...``)."""
+    status = _status_of(error)
+    text = " ".join(str(getattr(error, "message", None) or error).split())
+    if status is not None:
+        return f"{status} {text}"[:300]
+    return f"{type(error).__name__}: {text}"[:300]
+
+
+def _clock(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%H:%M:%S UTC")
+
+
+def outage_began(bucket: str, since: float, error: BaseException, gives_up_at: float) -> str:
+    return (
+        f"GCS bucket {bucket!r} unreachable since {_clock(since)} ({describe_storage_error(error)}): "
+        f"waiting, gives up at {_clock(gives_up_at)}"
+    )
+
+
+def outage_ended(bucket: str, since: float, now: float) -> str:
+    return f"GCS bucket {bucket!r} reachable again after {now - since:.0f}s (unreachable since {_clock(since)})"
+
+
+def outage_outlasted_the_deadline(bucket: str, since: float, now: float, error: BaseException) -> str:
+    return (
+        f"GCS bucket {bucket!r} unreachable for {now - since:.0f}s (since {_clock(since)}), until the "
+        f"task's deadline; the last error: {describe_storage_error(error)}. Check GCS's status and the "
+        "network path to storage.googleapis.com, then clear the task"
+    )
+
 _T = TypeVar("_T")
 _WAITING_OUT: contextvars.ContextVar[bool] = contextvars.ContextVar("pathways_gcs_waiting_out", default=False)
 """Set inside a call that already waits out outages: the functions it calls do not wait again."""

@@ -33,7 +33,7 @@ from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
-from pathways_airflow.state.messages import quoted_log
+from pathways_airflow.run.messages import quoted_log
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
@@ -55,7 +55,7 @@ from pathways_airflow.spec.conversion import (
     reuse_decision,
 )
 from pathways_airflow.hooks.storage import gcs_exists, gcs_has_objects, gcs_read_json, gcs_write_json
-from pathways_airflow.state.outcome import failed_job_exception
+from pathways_airflow.run.outcome import failed_job_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pathways_airflow.spec.names import TaskIdentity
-from pathways_airflow.state.rounds import first_try_of
+from pathways_airflow.run.rounds import first_try_of
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context

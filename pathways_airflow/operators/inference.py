@@ -50,16 +50,8 @@ from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
 from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
 from pathways_airflow.state.disruption import pod_disruption
 from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
-from pathways_airflow.state.serving import (
-    ServerProgress,
-    benchmark_failed,
-    first_crash,
-    pod_selectors,
-    quoted_container_log,
-    server_crashed,
-    server_progress,
-    server_timed_out,
-)
+from pathways_airflow.run.messages import benchmark_failed, quoted_container_log, server_crashed, server_timed_out
+from pathways_airflow.state.serving import ServerProgress, first_crash, pod_selectors, server_progress
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import check_name_prefix
 from pathways_airflow.spec.benchmark import (

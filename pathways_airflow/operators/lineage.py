@@ -1,7 +1,7 @@
 """``ReportsLineage``: what the OpenLineage listener asks an operator once its task has succeeded.
 
 Each operator names its rule (``lineage_rule``, a function of the operator and its result, in
-:mod:`pathways_airflow.state.lineage`) and hands its result to :meth:`ReportsLineage.reported` on
+:mod:`pathways_airflow.run.lineage`) and hands its result to :meth:`ReportsLineage.reported` on
 the way out; the listener then gets the datasets and run facets. The result is kept on the
 operator rather than read back from XCom: the listener runs in the same task process, right after
 the task returned, also after a deferral (``execute_complete`` runs on the same instance).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from pathways_airflow.state.lineage import (
+from pathways_airflow.run.lineage import (
     Lineage,
     benchmark_lineage,
     conversion_lineage,

@@ -25,12 +25,12 @@ from pathways_airflow.operators.lineage import ReportsLineage, training_rule
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.state.messages import budget_exhausted_message, failing_container, workload_failure_message
-from pathways_airflow.state.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
-from pathways_airflow.state.records import Submission, WorkloadEvent
-from pathways_airflow.state.result import NO_CHECKPOINT_DIR, tpu_of, uid_of, workload_result
-from pathways_airflow.state.rounds import record_of_this_round
-from pathways_airflow.state.submission import needs_nodes, plan_submission
+from pathways_airflow.run.messages import budget_exhausted_message, failing_container, workload_failure_message
+from pathways_airflow.run.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
+from pathways_airflow.run.records import Submission, WorkloadEvent
+from pathways_airflow.run.result import NO_CHECKPOINT_DIR, tpu_of, uid_of, workload_result
+from pathways_airflow.run.rounds import record_of_this_round
+from pathways_airflow.run.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before

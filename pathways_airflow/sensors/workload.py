@@ -25,7 +25,7 @@ from pathways_airflow.spec.names import is_dns1123_label
 from pathways_airflow.spec.render import BACKENDS
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.status import has_reached
-from pathways_airflow.state.outcome import workload_failure
+from pathways_airflow.run.outcome import workload_failure
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -116,7 +116,7 @@ class PathwaysJobSensor(ClusterConnectionMixin, DeferrableSensor):
 
     def read_state(self) -> WorkloadState:
         """The workload's state now (remembering whether it has been seen to exist)."""
-        from pathways_airflow.state.messages import transition_line
+        from pathways_airflow.run.messages import transition_line
         from pathways_airflow.state.status import workload_state
 
         observation = self.hook.observe(self.backend, self.name, self.namespace, submitted=self._seen)

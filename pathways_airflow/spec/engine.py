@@ -10,13 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pathways_airflow.spec.errors import SpecProblem
-
-if TYPE_CHECKING:
-    from pathways_airflow.spec.benchmark import BenchmarkRun
-    from pathways_airflow.spec.serving import InferenceServer
 
 ServerChecks = Callable[[list[SpecProblem], Mapping[str, Any]], None]
 """Adds a problem for each server input the engine cannot run with (inputs by parameter name)."""
@@ -43,8 +39,8 @@ class Engine:
     check_server: ServerChecks
     server_args: Callable[[list[SpecProblem], Any], tuple[str, ...]]
     """The user's extra server arguments, checked (the ones the engine sets itself are refused)."""
-    serving_containers: Callable[[InferenceServer], list[dict[str, Any]]]
-    """The containers of the server pod besides the Pathways proxy and resource manager; the first
+    serving_containers: Callable[[Any], list[dict[str, Any]]]
+    """From a :class:`~pathways_airflow.spec.serving.InferenceServer`: the containers of the server pod besides the Pathways proxy and resource manager; the first
     is :attr:`container`, which holds the TPUs when the server runs without Pathways."""
     service_ports: tuple[Mapping[str, Any], ...]
     datasets: tuple[str, ...]
@@ -57,8 +53,8 @@ class Engine:
     """The operator parameter naming the model the benchmark asks the server for."""
     owned_benchmark_flags: frozenset[str]
     """Benchmark flags the operator sets from its own parameters."""
-    benchmark_argv: Callable[[BenchmarkRun, str], list[str]]
-    """The benchmark's command (unquoted) against a server host, saving its result locally."""
+    benchmark_argv: Callable[[Any, str], list[str]]
+    """From a :class:`~pathways_airflow.spec.benchmark.BenchmarkRun`: the benchmark's command (unquoted) against a server host, saving its result locally."""
     saved_result: str
     """The local file :attr:`benchmark_argv` saves the result JSON to (a glob for JetStream)."""
     upload_result: Callable[[str], str]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.state.conditions import condition, true_condition
-from pathways_airflow.state.units import duration
 from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
@@ -167,7 +166,7 @@ def classify(
     """The verdict on why the workload's current attempt stopped.
 
     ``recorded`` is a disruption a watcher saw during this attempt and wrote on the workload
-    (:mod:`pathways_airflow.state.verdicts`): its pods may be gone since, and it outranks the
+    (:mod:`pathways_airflow.run.annotations`): its pods may be gone since, and it outranks the
     head's exit code as any other disruption evidence does.
     """
     if kueue_workload is not None:
@@ -264,7 +263,7 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Ma
     A node that went down and came back is not counted: its ``Ready`` transition cannot tell a
     slice the workload ran on from one it never used (another attempt's, down when it started),
     and counting it resubmits bugs. What a trigger saw while the workload ran is kept instead
-    (:data:`~pathways_airflow.state.verdicts.DISRUPTION_SEEN_ANNOTATION`), and so are the nodes
+    (:data:`~pathways_airflow.run.annotations.DISRUPTION_SEEN_ANNOTATION`), and so are the nodes
     its workers ran on (:mod:`~pathways_airflow.state.ran_on`), whose going down does count.
     """
     selector = worker_node_selector(workload)
@@ -312,18 +311,3 @@ def worth_a_second_look(classification: Classification) -> bool:
     spent again: a user's bug (the workers' disruption may not have arrived yet), or no evidence
     at all (the head's exit code may not have)."""
     return classification.verdict is Verdict.USER_ERROR or classification.evidence == (NO_EVIDENCE,)
-
-
-def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
-    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 20 s lost``."""
-    if not disruptions:
-        return "no disruptions"
-    counts: dict[str, int] = {}
-    for item in disruptions:
-        kind = str(item.get("kind", "unknown")).lower().replace("_", " ")
-        counts[kind] = counts.get(kind, 0) + 1
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    steps = sum(int(item.get("steps_recomputed") or 0) for item in disruptions)
-    lost = sum(float(item.get("seconds_lost") or 0) for item in disruptions)
-    noun = "disruption" if len(disruptions) == 1 else "disruptions"
-    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed, {duration(lost)} lost"

@@ -41,7 +41,7 @@ FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", 
 """The extended resource a TPU worker pod requests (GKE: "Deploy TPU workloads in GKE")."""
 
 TaskAnswer = tuple[bool, "str | None"]
-"""``(found, state)`` for one task instance, as :func:`state.task_instance.this_task_state` reads it."""
+"""``(found, state)`` for one task instance, as :func:`hooks.airflow_states.this_task_state` reads it."""
 
 
 @dataclass(frozen=True)

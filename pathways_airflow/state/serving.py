@@ -14,11 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow import well_known
-from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.resources import JOB, LEADERWORKERSET, Resource
 from pathways_airflow.state.conditions import condition, is_true
-from pathways_airflow.state.jobs import JobOutcome
-from pathways_airflow.state.outcome import failed_job_exception
 
 
 @dataclass(frozen=True)
@@ -121,60 +118,3 @@ def pod_selectors(objects: Iterable[tuple[Resource, str]]) -> list[str]:
     """
     selectors = {LEADERWORKERSET: well_known.LWS_NAME, JOB: well_known.JOB_NAME}
     return [f"{selectors[resource]}={name}" for resource, name in objects if resource in selectors]
-
-
-# --- how a failure is reported ---------------------------------------------------------------------
-
-
-def quoted_container_log(lines: Sequence[str], pod: str, container: str, *, on_gke: bool = False) -> str:
-    """A container's last log lines, indented for an exception message."""
-    if not lines:
-        where = " (see the Cloud Logging link of this cluster)" if on_gke else ""
-        return f"The log of {pod}/{container} could not be read{where}."
-    return f"Last {len(lines)} log lines of {pod}/{container}:\n" + "\n".join(f"  | {line}" for line in lines)
-
-
-def server_hint(namespace: str, lws: str) -> str:
-    return (
-        f"Look further with: kubectl -n {namespace} describe leaderworkerset {lws}; "
-        f"kubectl -n {namespace} get pods -l {well_known.LWS_NAME}={lws}"
-    )
-
-
-def server_crashed(namespace: str, lws: str, crash: ContainerExit, quoted: str) -> UserCodeError:
-    """A server that exits while starting exits again in every group LWS recreates:
-    the program's failure (a bad setting, an unreadable checkpoint), not retried."""
-    return UserCodeError(
-        f"the server of {namespace}/{lws} exited with code {crash.exit_code}"
-        f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
-        f"{quoted}\n{server_hint(namespace, lws)}",
-        exit_code=crash.exit_code,
-    )
-
-
-def server_timed_out(
-    namespace: str, lws: str, startup_seconds: int, summary: str | None, leaders: int, quoted: str
-) -> InfrastructureError:
-    """A server still not serving at ``startup_timeout``: scheduling or a slow restore, so a retry may succeed."""
-    recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
-    return InfrastructureError(
-        f"the server {namespace}/{lws} did not serve within startup_timeout="
-        f"{startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n{quoted}\n{server_hint(namespace, lws)}"
-    )
-
-
-def benchmark_failed(
-    namespace: str, job: str, outcome: JobOutcome, crash: ContainerExit | None, disruption: str | None, quoted: str
-) -> Exception:
-    """The one failed-Job rule (:func:`pathways_airflow.state.outcome.failed_job_exception`): a
-    benchmark lost to preemption is retried, a benchmark that crashed on its own is not."""
-    hint = f"Look further with: kubectl -n {namespace} describe job {job}"
-    lost = f" ({disruption})" if disruption else ""
-    if crash is None:
-        message = f"benchmark Job {namespace}/{job} {outcome.summary()}; no container exit code was recorded{lost}.\n{hint}"
-        return failed_job_exception(message, exit_code=None, disruption=disruption)
-    message = (
-        f"benchmark Job {namespace}/{job} {outcome.summary()}: container {crash.container} of pod {crash.pod} "
-        f"exited with code {crash.exit_code}{lost}.\n{quoted}\n{hint}"
-    )
-    return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)

@@ -6,7 +6,7 @@ the trigger is cancelled, then ``cleanup()`` runs, exactly as when the triggerer
 hands the trigger to another triggerer. There, ``cleanup()`` of a cancelled trigger asks Airflow
 for its task instance's state (the Execution API, as the standard provider's external-task
 triggers do) and calls ``on_kill()`` only when the task is no longer deferred
-(:func:`pathways_airflow.state.task_instance.killed_while_deferred`).
+(:func:`pathways_airflow.hooks.airflow_states.killed_while_deferred`).
 
 What remains on 3.1/3.2: a triggerer that is itself killed (SIGKILL, a lost node) cannot ask,
 and neither can one whose supervisor is gone; a task killed then keeps its workload until the
@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger
 
-from pathways_airflow.state.task_instance import killed_while_deferred, this_task_state
+from pathways_airflow.hooks.airflow_states import killed_while_deferred, this_task_state
 
 NATIVE_ON_KILL = "on_kill" in vars(BaseTrigger)
 """Whether this Airflow calls ``BaseTrigger.on_kill`` itself (3.3+)."""

@@ -15,8 +15,8 @@ tells a PathwaysJob by it) and ``status`` whole (every phase, count and conditio
 there). Of ``metadata``, small, everything but ``managedFields`` (the watch keys the cache by
 ``name`` and ``namespace``; the readers use ``uid``, ``labels``, ``creationTimestamp`` and
 ``deletionTimestamp``), and of its annotations only this provider's own, which the triggers write
-and read back: :func:`~pathways_airflow.state.restart_log.restarts_written`,
-:func:`~pathways_airflow.state.verdicts.disruption_seen` and
+and read back: :func:`~pathways_airflow.run.annotations.restarts_written`,
+:func:`~pathways_airflow.run.annotations.disruption_seen` and
 :func:`~pathways_airflow.state.ran_on.went_down_under_it`. A pod, a Job or a Kueue Workload keeps
 no annotation.
 
@@ -92,7 +92,7 @@ def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
     """A JobSet as the trigger path reads it. Of its ``spec``:
 
     * ``suspend``: :func:`~pathways_airflow.state.status.is_suspended`;
-    * of ``failurePolicy``, ``maxRestarts`` (:func:`~pathways_airflow.state.outcome.restarts_left`) and
+    * of ``failurePolicy``, ``maxRestarts`` (:func:`~pathways_airflow.run.outcome.restarts_left`) and
       the rules' names (:func:`~pathways_airflow.state.disruption.has_the_user_error_rule`);
     * each of ``replicatedJobs`` as :func:`_replicated_job` keeps it.
     """

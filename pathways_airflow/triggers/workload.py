@@ -22,13 +22,13 @@ from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, classify, pod_disruption, worth_a_second_look
-from pathways_airflow.state.messages import still_waiting_line, transition_line
+from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState, kueue_workload_of
-from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
-from pathways_airflow.state.progress import last_completed_step
+from pathways_airflow.run.outcome import bug_stopped_in_place, restarts_left, verdict_of
+from pathways_airflow.run.progress import last_completed_step
 from pathways_airflow.state.ran_on import SCHEDULED_REASON, scheduled_workers, went_down_under_it, where_workers_run
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, WorkloadEvent
-from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen, WorkloadEvent
+from pathways_airflow.run.annotations import restarts_annotation, restarts_written
 from pathways_airflow.state.status import (
     current_attempt,
     failed_container,
@@ -38,8 +38,8 @@ from pathways_airflow.state.status import (
     pods_of_current_attempt,
     workload_state,
 )
-from pathways_airflow.state.timeline import phases_with
-from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, ended_by_annotation
+from pathways_airflow.run.timeline import phases_with
+from pathways_airflow.run.annotations import disruption_seen, disruption_seen_annotation, ended_by_annotation
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.pruning import (
@@ -429,7 +429,7 @@ class PathwaysJobTrigger(KillableTrigger):
 
         The pods that show it are soon gone, and this trigger may be cancelled (a triggerer
         restart, a hand-over, an API outage) before the workload fails: the next trigger, or the
-        task's retry, then reads here that the failure was no bug (:mod:`pathways_airflow.state.verdicts`).
+        task's retry, then reads here that the failure was no bug (:mod:`pathways_airflow.run.annotations`).
         """
         attempt = current_attempt(observation)
         if attempt in self._disruptions_recorded or self.until_phase is not None:

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pathways_airflow.state.timeline import FINISHED_KINDS
-from pathways_airflow.state.units import duration
+from pathways_airflow.run.timeline import FINISHED_KINDS
+from pathways_airflow.run.units import duration
 
 
 RESULT_KEYS = ("name", "namespace", "backend", "state")

@@ -17,7 +17,7 @@ import pytest
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import JOBSET
-from pathways_airflow.state.task_instance import killed_while_deferred, this_task_state
+from pathways_airflow.hooks.airflow_states import killed_while_deferred, this_task_state
 from pathways_airflow.triggers.kill import NATIVE_ON_KILL
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 from tests.support.triggers import cancelled_like_a_triggerer

@@ -12,7 +12,7 @@ import json
 import pytest
 from airflow.sdk import DAG
 
-from pathways_airflow.state.outcome import failed_job_exception
+from pathways_airflow.run.outcome import failed_job_exception
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.operators import CheckpointConversionOperator
@@ -258,7 +258,7 @@ def test_the_newest_failed_pod_names_the_exit_code_and_decides_the_exception():
     ],
 )
 def test_one_rule_decides_which_failed_job_is_retried(exit_code, disruption, exception):
-    """The rule conversion and benchmark Jobs share (state.outcome)."""
+    """The rule conversion and benchmark Jobs share (run.outcome)."""
     raised = failed_job_exception("m", exit_code=exit_code, disruption=disruption)
     assert type(raised) is exception
     if exception is UserCodeError:

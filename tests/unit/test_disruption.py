@@ -6,8 +6,9 @@ import copy
 
 import pytest
 
-from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, summarize, worth_a_second_look
-from pathways_airflow.state.progress import last_completed_step, steps_recomputed
+from pathways_airflow.run.messages import summarize
+from pathways_airflow.state.disruption import ExitCodePolicy, Verdict, classify, worth_a_second_look
+from pathways_airflow.run.progress import last_completed_step, steps_recomputed
 from pathways_airflow_testing.nodes import node_manifests, tpu_pool
 
 NODE = node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4"))[0]
@@ -197,7 +198,7 @@ def test_progress_from_maxtext_logs():
 
 
 def test_the_operator_resubmits_only_for_infrastructure():
-    from pathways_airflow.state.outcome import is_disruption as disrupted
+    from pathways_airflow.run.outcome import is_disruption as disrupted
     from pathways_airflow.state.disruption import Classification
     from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 

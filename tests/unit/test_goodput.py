@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pathways_airflow.state.goodput import goodput_of
+from pathways_airflow.run.goodput import goodput_of
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadRun
-from pathways_airflow.state.result import workload_result
-from pathways_airflow.state.timeline import MAX_PHASES, phases_with, timeline_of
-from pathways_airflow.state.units import duration
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadRun
+from pathways_airflow.run.result import workload_result
+from pathways_airflow.run.timeline import MAX_PHASES, phases_with, timeline_of
+from pathways_airflow.run.units import duration
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
 
@@ -23,7 +23,7 @@ MAINTENANCE = Disruption(
     reached_step=120,
     resumed_from_step=100,
     steps_recomputed=20,
-    seconds_lost=10.4,  # as state.outcome.disruption_of records it: 63 s since it ran × 20 / 121 steps
+    seconds_lost=10.4,  # as run.outcome.disruption_of records it: 63 s since it ran × 20 / 121 steps
 )
 FIRST = WorkloadRun(
     "train-x-0",

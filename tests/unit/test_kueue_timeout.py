@@ -18,7 +18,7 @@ from pathways_airflow.exceptions import WorkloadEndedError
 from pathways_airflow.state.disruption import classify
 from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import FailureCause, Observation, Phase
-from pathways_airflow.state.outcome import NextStep, next_step, workload_failure
+from pathways_airflow.run.outcome import NextStep, next_step, workload_failure
 from pathways_airflow.state.status import workload_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "status"

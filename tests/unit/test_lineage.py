@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pathways_airflow.state.lineage import (
+from pathways_airflow.run.lineage import (
     DISRUPTIONS_FACET,
     GOODPUT_FACET,
     TPU_FACET,

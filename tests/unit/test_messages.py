@@ -1,6 +1,6 @@
 """A failed workload's message: what happened, the evidence, and where to look, in that order."""
 
-from pathways_airflow.state.messages import failing_container, workload_failure_message
+from pathways_airflow.run.messages import failing_container, workload_failure_message
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
 
 FAILED = WorkloadState(Phase.FAILED, "JobSet failed", cause=FailureCause.USER_CODE, exit_code=3, pod="head-0", container="main")

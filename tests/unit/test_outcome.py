@@ -12,8 +12,8 @@ from pathways_airflow.exceptions import (
 )
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.outcome import NextStep, disruption_of, next_step, over_budget, verdict_of, workload_failure
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, Submission
+from pathways_airflow.run.outcome import NextStep, disruption_of, next_step, over_budget, verdict_of, workload_failure
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, Submission
 
 MAINTENANCE = Classification(Verdict.MAINTENANCE, ("node gke-tpu-1: cloud.google.com/active-node-maintenance=ONGOING",))
 SLICE_LOST = Classification(Verdict.SLICE_FAILURE, ("pod train-1-worker-0-0: DisruptionTarget (TerminationByKubelet)",))
@@ -96,8 +96,8 @@ def test_a_resubmission_records_what_it_cost():
 
 def test_a_wait_that_ended_without_an_answer_fails_for_good_only_when_a_verb_was_refused():
     from pathways_airflow.exceptions import KubernetesApiError, PermissionMissingError
-    from pathways_airflow.state.outcome import lost_track
-    from pathways_airflow.state.records import WorkloadEvent
+    from pathways_airflow.run.outcome import lost_track
+    from pathways_airflow.run.records import WorkloadEvent
 
     refused = lost_track("train-0", WorkloadEvent("error", "train-0", message="pods is forbidden", forbidden=True), "hint")
     assert isinstance(refused, PermissionMissingError) and "was deleted" in str(refused)
@@ -123,7 +123,7 @@ def test_a_bug_is_stopped_in_place_only_while_the_jobset_would_restart_it():
     a retry to read; stopping it then would only delete that evidence."""
     from pathways_airflow.state.disruption import Classification, Verdict
     from pathways_airflow.state.model import Phase, WorkloadState
-    from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left
+    from pathways_airflow.run.outcome import bug_stopped_in_place, restarts_left
 
     jobset = {"spec": {"failurePolicy": {"maxRestarts": 2}}, "status": {"restarts": 1, "restartsCountTowardsMax": 1}}
     assert restarts_left(jobset) == 1

@@ -37,11 +37,11 @@ from pathways_airflow.state.disruption import (
 )
 from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import Observation, kueue_workload_of
-from pathways_airflow.state.outcome import bug_stopped_in_place, restarts_left, verdict_of
+from pathways_airflow.run.outcome import bug_stopped_in_place, restarts_left, verdict_of
 from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption
-from pathways_airflow.state.restart_log import restarts_annotation, restarts_written
-from pathways_airflow.state.result import tpu_of
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption
+from pathways_airflow.run.annotations import restarts_annotation, restarts_written
+from pathways_airflow.run.result import tpu_of
 from pathways_airflow.state.status import (
     controller_objections,
     current_attempt,
@@ -55,7 +55,7 @@ from pathways_airflow.state.status import (
     state_from_kueue,
     workload_state,
 )
-from pathways_airflow.state.verdicts import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
+from pathways_airflow.run.annotations import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
 from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
 from pathways_airflow.triggers.watch import by_owner
 from pathways_airflow.triggers.workload import workload_watches

@@ -6,7 +6,7 @@ import json
 
 from pathways_airflow.state.disruption import Verdict
 from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, scheduled_workers, went_down_under_it, where_workers_run
-from pathways_airflow.state.verdicts import verdict_after_the_fact
+from pathways_airflow.run.annotations import verdict_after_the_fact
 
 STARTED = "2026-11-24T03:10:05Z"
 

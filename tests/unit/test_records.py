@@ -2,7 +2,7 @@
 
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadEvent, WorkloadRun
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadEvent, WorkloadRun
 
 # A submission record as the task state store and XCom hold it, with one resubmission and one
 # restart the JobSet made in place.

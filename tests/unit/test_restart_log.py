@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathways_airflow.state.records import JOBSET_RESTART, Disruption
-from pathways_airflow.state.restart_log import MAX_KEPT, RESTARTS_ANNOTATION, restarts_annotation, restarts_written
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption
+from pathways_airflow.run.annotations import MAX_KEPT, RESTARTS_ANNOTATION, restarts_annotation, restarts_written
 
 SEEN = Disruption(1_795_000_000.0, "MAINTENANCE", ("node gke-tpu-0: cloud.google.com/active-node-maintenance=ONGOING",), 27, JOBSET_RESTART)
 

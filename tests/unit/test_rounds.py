@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pathways_airflow.spec.names import FIRST_TRY_ANNOTATION, TaskIdentity
-from pathways_airflow.state.rounds import first_try_of, from_an_earlier_round, record_of_this_round
-from pathways_airflow.state.submission import plan_submission
+from pathways_airflow.run.rounds import first_try_of, from_an_earlier_round, record_of_this_round
+from pathways_airflow.run.submission import plan_submission
 
 RETRIES = 2
 

@@ -5,14 +5,8 @@ from __future__ import annotations
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
 from pathways_airflow.state.jobs import FAILED, JobOutcome
-from pathways_airflow.state.serving import (
-    ContainerExit,
-    benchmark_failed,
-    pod_selectors,
-    quoted_container_log,
-    server_crashed,
-    server_timed_out,
-)
+from pathways_airflow.run.messages import benchmark_failed, quoted_container_log, server_crashed, server_timed_out
+from pathways_airflow.state.serving import ContainerExit, pod_selectors
 
 BACKOFF = JobOutcome(FAILED, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 

@@ -20,7 +20,7 @@ import pytest
 
 from pathways_airflow.state import status as status_module
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
-from pathways_airflow.state.messages import transition_line
+from pathways_airflow.run.messages import transition_line
 from pathways_airflow.state.status import (
     exit_code_of,
     failed_container,
@@ -791,7 +791,7 @@ def test_a_kueue_workload_belongs_to_its_jobset_by_owner_or_by_label():
 
 
 def test_a_workload_that_waits_says_again_what_holds_it_every_five_minutes():
-    from pathways_airflow.state.messages import STUCK_LOG_EVERY_SECONDS, still_waiting_line
+    from pathways_airflow.run.messages import STUCK_LOG_EVERY_SECONDS, still_waiting_line
 
     queued = state_of("queued_waiting_for_quota")
     start = 1_795_000_000.0

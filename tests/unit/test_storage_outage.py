@@ -7,7 +7,7 @@ import requests
 from google.api_core import exceptions as api
 from google.auth.exceptions import TransportError
 
-from pathways_airflow.state.storage_outage import (
+from pathways_airflow.hooks.storage import (
     describe_storage_error,
     is_transient_storage_error,
     outage_began,

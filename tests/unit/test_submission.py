@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathways_airflow.state.submission import finished_as, plan_submission
-from pathways_airflow.state.verdicts import ended_by, ended_by_annotation
+from pathways_airflow.run.submission import finished_as, plan_submission
+from pathways_airflow.run.annotations import ended_by, ended_by_annotation
 
 
 def jobset(name: str, attempt: int, condition: str | None = None, deleting: bool = False) -> dict:

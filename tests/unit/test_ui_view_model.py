@@ -25,7 +25,7 @@ EVIDENCE = [
 
 
 def entry(at: float, workload: str, kind: str, label: str, evidence=(), slices=None) -> dict:
-    """A timeline entry as state.timeline writes it; ``slices`` = (ready, total) on a phase that counts them."""
+    """A timeline entry as run.timeline writes it; ``slices`` = (ready, total) on a phase that counts them."""
     found = {"at": T0 + at, "workload": workload, "kind": kind, "label": label, "evidence": list(evidence)}
     return found if slices is None else {**found, "slices_ready": slices[0], "slices_total": slices[1]}
 

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from pathways_airflow.state.disruption import Classification, Verdict, classify
-from pathways_airflow.state.submission import needs_nodes, plan_submission
-from pathways_airflow.state.verdicts import (
+from pathways_airflow.run.submission import needs_nodes, plan_submission
+from pathways_airflow.run.annotations import (
     DISRUPTION_SEEN_ANNOTATION,
     disruption_seen,
     disruption_seen_annotation,

@@ -30,7 +30,7 @@ from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.operators.workload import STATE_KEY
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
-from pathways_airflow.state.submission import finished_as
+from pathways_airflow.run.submission import finished_as
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
 from tests.support.chaos.invariants import Observations, extra_time_lost, resubmissions

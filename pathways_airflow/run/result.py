@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pathways_airflow.state.disruption import summarize
-from pathways_airflow.state.goodput import goodput_of
+from pathways_airflow.run.messages import summarize
+from pathways_airflow.run.goodput import goodput_of
 from pathways_airflow.state.model import Observation, WorkloadState
-from pathways_airflow.state.records import Submission
-from pathways_airflow.state.timeline import timeline_of
+from pathways_airflow.run.records import Submission
+from pathways_airflow.run.timeline import timeline_of
 
 if TYPE_CHECKING:
     from pathways_airflow.spec.workload import Workload

@@ -31,8 +31,8 @@ from pathways_airflow.exceptions import (
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.state.progress import seconds_recomputed, steps_recomputed
-from pathways_airflow.state.records import Disruption, Submission, WorkloadEvent
+from pathways_airflow.run.progress import seconds_recomputed, steps_recomputed
+from pathways_airflow.run.records import Disruption, Submission, WorkloadEvent
 
 
 class NextStep(str, enum.Enum):

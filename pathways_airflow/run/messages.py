@@ -10,9 +10,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping, Sequence
 
-from pathways_airflow.state.disruption import summarize
+from pathways_airflow import well_known
+from pathways_airflow.exceptions import InfrastructureError, UserCodeError
+from pathways_airflow.run.outcome import failed_job_exception
+from pathways_airflow.run.units import duration
+from pathways_airflow.state.jobs import JobOutcome
+from pathways_airflow.state.serving import ContainerExit
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
-from pathways_airflow.state.records import Submission
+from pathways_airflow.run.records import Submission
 from pathways_airflow.state.status import failed_container
 
 
@@ -114,3 +119,75 @@ def still_waiting_line(state: WorkloadState, waiting_since: float, last_said: fl
     if state.phase not in (Phase.QUEUED, Phase.PROVISIONING, Phase.RESTARTING) or now - last_said < STUCK_LOG_EVERY_SECONDS:
         return None
     return f"still {_brief(state)} after {(now - waiting_since) / 60:.0f} min: {state.message or 'no reason given'}"
+
+
+def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
+    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 20 s lost``."""
+    if not disruptions:
+        return "no disruptions"
+    counts: dict[str, int] = {}
+    for item in disruptions:
+        kind = str(item.get("kind", "unknown")).lower().replace("_", " ")
+        counts[kind] = counts.get(kind, 0) + 1
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    steps = sum(int(item.get("steps_recomputed") or 0) for item in disruptions)
+    lost = sum(float(item.get("seconds_lost") or 0) for item in disruptions)
+    noun = "disruption" if len(disruptions) == 1 else "disruptions"
+    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed, {duration(lost)} lost"
+
+
+# --- a serving engine's start-up or benchmark that failed ------------------------------------------
+
+
+def quoted_container_log(lines: Sequence[str], pod: str, container: str, *, on_gke: bool = False) -> str:
+    """A container's last log lines, indented for an exception message."""
+    if not lines:
+        where = " (see the Cloud Logging link of this cluster)" if on_gke else ""
+        return f"The log of {pod}/{container} could not be read{where}."
+    return f"Last {len(lines)} log lines of {pod}/{container}:\n" + "\n".join(f"  | {line}" for line in lines)
+
+
+def server_hint(namespace: str, lws: str) -> str:
+    return (
+        f"Look further with: kubectl -n {namespace} describe leaderworkerset {lws}; "
+        f"kubectl -n {namespace} get pods -l {well_known.LWS_NAME}={lws}"
+    )
+
+
+def server_crashed(namespace: str, lws: str, crash: ContainerExit, quoted: str) -> UserCodeError:
+    """A server that exits while starting exits again in every group LWS recreates:
+    the program's failure (a bad setting, an unreadable checkpoint), not retried."""
+    return UserCodeError(
+        f"the server of {namespace}/{lws} exited with code {crash.exit_code}"
+        f"{f' ({crash.reason})' if crash.reason else ''} while starting; it would only crash again.\n"
+        f"{quoted}\n{server_hint(namespace, lws)}",
+        exit_code=crash.exit_code,
+    )
+
+
+def server_timed_out(
+    namespace: str, lws: str, startup_seconds: int, summary: str | None, leaders: int, quoted: str
+) -> InfrastructureError:
+    """A server still not serving at ``startup_timeout``: scheduling or a slow restore, so a retry may succeed."""
+    recreated = f" The group was recreated {leaders - 1} time(s)." if leaders > 1 else ""
+    return InfrastructureError(
+        f"the server {namespace}/{lws} did not serve within startup_timeout="
+        f"{startup_seconds}s: {summary or 'nothing observed'}.{recreated}\n{quoted}\n{server_hint(namespace, lws)}"
+    )
+
+
+def benchmark_failed(
+    namespace: str, job: str, outcome: JobOutcome, crash: ContainerExit | None, disruption: str | None, quoted: str
+) -> Exception:
+    """The one failed-Job rule (:func:`pathways_airflow.run.outcome.failed_job_exception`): a
+    benchmark lost to preemption is retried, a benchmark that crashed on its own is not."""
+    hint = f"Look further with: kubectl -n {namespace} describe job {job}"
+    lost = f" ({disruption})" if disruption else ""
+    if crash is None:
+        message = f"benchmark Job {namespace}/{job} {outcome.summary()}; no container exit code was recorded{lost}.\n{hint}"
+        return failed_job_exception(message, exit_code=None, disruption=disruption)
+    message = (
+        f"benchmark Job {namespace}/{job} {outcome.summary()}: container {crash.container} of pod {crash.pod} "
+        f"exited with code {crash.exit_code}{lost}.\n{quoted}\n{hint}"
+    )
+    return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)

@@ -148,7 +148,7 @@ class Submission:
     started: float = field(default_factory=time.time)
     disruptions: tuple[Disruption, ...] = ()
     first_try: int | None = None
-    """The first try of the task's round that made this record (:mod:`~pathways_airflow.state.rounds`)."""
+    """The first try of the task's round that made this record (:mod:`~pathways_airflow.run.rounds`)."""
     submitted: float | None = None
     """When the current workload was submitted (``None``: at ``started``)."""
     runs: tuple[WorkloadRun, ...] = ()

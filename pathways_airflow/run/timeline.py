@@ -1,10 +1,10 @@
 """A task's workloads as a timeline: what the wait saw, in order, for the result, the log and the UI. Pure.
 
 The trigger notes each phase a workload enters (:func:`phases_with`); the operator keeps one
-:class:`~pathways_airflow.state.records.WorkloadRun` per workload it submitted; at the end
+:class:`~pathways_airflow.run.records.WorkloadRun` per workload it submitted; at the end
 :func:`timeline_of` lays them out with every disruption (its evidence included) as one list of
 entries, oldest first. The same entries feed the goodput split
-(:mod:`~pathways_airflow.state.goodput`), the task's XCom and the Pathways view in the Airflow UI.
+(:mod:`~pathways_airflow.run.goodput`), the task's XCom and the Pathways view in the Airflow UI.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.state.records import Disruption, PhaseSeen, WorkloadRun
+from pathways_airflow.run.records import Disruption, PhaseSeen, WorkloadRun
 
 MAX_PHASES = 64
 """Phases one wait keeps: a workload that restarts for days keeps its first and newest ones, so

@@ -6,7 +6,7 @@ is re-attached (a retry, or a worker that crashed after submitting); a succeeded
 a finished, failed one is not reused — the next attempt gets a new name — and is deleted.
 
 Unless the user's own program failed it: what the triggers recorded on the workload and what the
-cluster still shows decide that (:mod:`pathways_airflow.state.verdicts`), so a retry that finds
+cluster still shows decide that (:mod:`pathways_airflow.run.annotations`), so a retry that finds
 the failure without a trigger's report (the worker died before acting on it, or nobody watched)
 never resubmits a deterministic bug.
 """
@@ -19,8 +19,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from pathways_airflow.spec.names import ATTEMPT_LABEL
 from pathways_airflow.state.conditions import conditions
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.rounds import from_an_earlier_round
-from pathways_airflow.state.verdicts import ended_by, verdict_after_the_fact
+from pathways_airflow.run.rounds import from_an_earlier_round
+from pathways_airflow.run.annotations import ended_by, verdict_after_the_fact
 
 
 def finished_as(obj: Mapping[str, Any]) -> str | None:
@@ -76,7 +76,7 @@ def plan_submission(
     """Decide from the task's own workloads (found by its task-key label) and the cluster's nodes
     (``None`` when they could not be read), which say whether a failure nobody watched was a bug.
 
-    ``first_try``: the first try of the task's current round (:mod:`~pathways_airflow.state.rounds`).
+    ``first_try``: the first try of the task's current round (:mod:`~pathways_airflow.run.rounds`).
     Workloads of an earlier round, before the user cleared the task, are deleted and never
     re-attached, reused or read for a verdict; the next attempt's name is one none of them holds.
     """

@@ -1,7 +1,7 @@
 """Chip-hours and goodput of a task's workloads, from the times its waits saw. Pure.
 
 A TPU slice is paid for from the moment it is held until it is given back, whether the program
-advanced or not. For every workload a task submitted (:class:`~pathways_airflow.state.records.WorkloadRun`),
+advanced or not. For every workload a task submitted (:class:`~pathways_airflow.run.records.WorkloadRun`),
 the phases its trigger saw split that time into:
 
 * **queued** — from submission until Kueue admitted it (the first phase past ``QUEUED``), and any
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.state.model import Phase
-from pathways_airflow.state.records import Disruption, WorkloadRun
-from pathways_airflow.state.units import duration
+from pathways_airflow.run.records import Disruption, WorkloadRun
+from pathways_airflow.run.units import duration
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def goodput_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption], c
     for index, run in enumerate(runs):
         split = _split(run, first=index == 0, last=index == len(runs) - 1, now=now)
         disruption = ended_by.get(run.workload)
-        # What the disruption's own record says its recomputed steps cost (state.outcome.disruption_of).
+        # What the disruption's own record says its recomputed steps cost (run.outcome.disruption_of).
         wasted = min(split.running, disruption.seconds_lost) if disruption is not None else 0.0
         productive += split.running - wasted
         recomputed += wasted

@@ -1,14 +1,17 @@
-"""What the workload itself keeps of why it stopped, and the verdict on a failure nobody watched. Pure.
+"""What the triggers write on the workload, and read back when nobody watched it end. Pure.
 
 A trigger sees a failure as it happens; a retry, a re-created trigger or a worker that died
 before acting on an event sees only what is left afterwards, and by then the pods that showed
-why are usually gone. So the triggers write what they saw onto the workload, in two annotations:
+why are usually gone. So the triggers write what they saw onto the workload, in annotations:
 
 * :data:`ENDED_BY_ANNOTATION`, the verdict on a finished workload, written before the event that
   reports it;
 * :data:`DISRUPTION_SEEN_ANNOTATION`, a disruption seen while the workload still ran (a slice's
   pods shut down, workers lost), written at once: the trigger that saw it may be cancelled
-  before the workload fails.
+  before the workload fails;
+* :data:`RESTARTS_ANNOTATION`, the JobSet's in-place restarts seen (cause, step reached), written
+  at every restart, so a re-created trigger (a triggerer restart, a hand-over) accounts for the
+  ones it did not see; one made between two looks is recorded too.
 
 :func:`verdict_after_the_fact` reads them, then what the cluster still shows, in one order.
 "No evidence" never reads as "the user's bug", and never as "resubmit" when the workload's own
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
+from pathways_airflow.run.records import Disruption
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.ran_on import went_down_under_it
@@ -38,6 +42,11 @@ ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
 DISRUPTION_SEEN_ANNOTATION = f"{LABEL_PREFIX}/disruption-seen"
 """``{"restart": 0, "verdict": "SLICE_FAILURE", "evidence": [...]}``: a disruption seen during
 restart attempt ``restart`` of the JobSet, before it ended."""
+
+RESTARTS_ANNOTATION = f"{LABEL_PREFIX}/restarts"
+"""A JSON list of the restarts seen (``Disruption.to_dict``), the newest :data:`MAX_KEPT`."""
+MAX_KEPT = 20
+RESTART_EVIDENCE_CHARS = 200
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
@@ -129,3 +138,19 @@ def verdict_after_the_fact(
             (f"the first failed job is the head's ({head}), and no node of its slice shape is disrupted",),
         )
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
+
+
+def restarts_annotation(restarts: Sequence[Disruption]) -> dict[str, str]:
+    """The annotation holding ``restarts`` (short evidence: annotations share 256 KiB per object)."""
+    kept = [{**r.to_dict(), "evidence": [e[:RESTART_EVIDENCE_CHARS] for e in r.evidence[:2]]} for r in restarts[-MAX_KEPT:]]
+    return {RESTARTS_ANNOTATION: json.dumps(kept)}
+
+
+def restarts_written(workload: Mapping[str, Any] | None) -> list[Disruption]:
+    """The restarts an earlier trigger wrote on the workload (none when absent or unreadable)."""
+    text = (((workload or {}).get("metadata") or {}).get("annotations") or {}).get(RESTARTS_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return []
+    return [Disruption.from_dict(d) for d in data if isinstance(d, dict)] if isinstance(data, list) else []

@@ -19,6 +19,7 @@ one retry policy, and a look is always redone whole: a scan cut short never repo
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import datetime as dt
 import functools
@@ -27,7 +28,7 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential_jitter
 
@@ -184,10 +185,21 @@ def _waiting_out(call: Callable[[], _T], bucket: str, deadline: float | None) ->
 
 
 def storage_client(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Any:
-    """A ``google.cloud.storage.Client`` from the Google connection (honours ``STORAGE_EMULATOR_HOST``)."""
+    """A ``google.cloud.storage.Client`` from the Google connection (honours ``STORAGE_EMULATOR_HOST``),
+    for a caller that keeps it across calls (a trigger, a sensor); a block uses :func:`opened_storage`."""
     from airflow.providers.google.cloud.hooks.gcs import GCSHook
 
     return GCSHook(gcp_conn_id=gcp_conn_id).get_conn()
+
+
+@contextlib.contextmanager
+def opened_storage(gcp_conn_id: str = DEFAULT_GCP_CONN_ID) -> Iterator[Any]:
+    """``with opened_storage(conn_id) as client``: a storage client whose connections close with the block."""
+    client = storage_client(gcp_conn_id)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @waits_out_outages

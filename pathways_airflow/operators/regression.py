@@ -50,7 +50,7 @@ from pathways_airflow.hooks.storage import (
     ObjectChanged,
     missing_buckets,
     read_with_generation,
-    storage_client,
+    opened_storage,
     write_file,
     write_if_generation,
 )
@@ -202,14 +202,11 @@ class BenchmarkRegressionOperator(ReportsLineage, BaseOperator):
         report_dir = check.report_dir or default_report_dir(check.history_uri, run_id)
         report_uri, plot_uri = join(report_dir, REPORT_FILE), join(report_dir, PLOT_FILE)
         written_plot: str | None = None
-        client = self._storage()
-        try:
+        with opened_storage(self.gcp_conn_id) as client:
             self._require_buckets(client, check.history_uri, report_dir)
             comparison, history = self._record(client, check, run_id, when)
             title = f"Inference benchmark: {context['ti'].dag_id} / {self.task_id}"
             written_plot = self._write_report(client, comparison, history, title, report_uri, plot_uri)
-        finally:
-            client.close()
 
         self.log.info("%s", summary_line(comparison))
         self.log.info("benchmark history %s (%d runs):\n%s", check.history_uri, len(history), markdown_table(comparison))
@@ -232,9 +229,6 @@ class BenchmarkRegressionOperator(ReportsLineage, BaseOperator):
                 result=result,
             )
         return self.reported(result)
-
-    def _storage(self) -> Any:
-        return storage_client(self.gcp_conn_id)
 
     def _require_buckets(self, client: Any, history_uri: str, report_dir: str) -> None:
         """Fail before writing anything when a bucket is missing: no run of this task could create it."""

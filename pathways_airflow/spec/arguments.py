@@ -31,6 +31,26 @@ def looks_templated(value: Any) -> bool:
     return hasattr(value, "resolve") or hasattr(value, "iter_references")
 
 
+POLL_INTERVAL_SECONDS = {"job": 10.0, "server": 10.0, "workload": 60.0, "slices": 60.0, "checkpoint": 60.0, "asset": 300.0}
+"""How often a wait looks anyway, by what it waits on, when nothing wakes it sooner (every wait
+here is woken by a watch, or is a sensor's poke): a Job or a server within seconds, a workload,
+slices or a checkpoint within a minute, an asset watcher's checkpoint scan every five."""
+DELETE_POLL_SECONDS = 1.0
+"""The longest pause of a wait for deleted objects to be gone: their TPUs are freed only then."""
+
+
+def poll_interval_problem(value: Any, field: str = "poll_interval") -> SpecProblem | None:
+    """A ``poll_interval`` (or a sensor's ``poke_interval``) must be a number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return SpecProblem(field, value, "must be a number of seconds > 0")
+    return None
+
+
+def deletion_poll(poll_interval: float) -> float:
+    """How long a wait for a deletion pauses between looks: the task's interval, at most :data:`DELETE_POLL_SECONDS`."""
+    return min(float(poll_interval), DELETE_POLL_SECONDS)
+
+
 STEP_NUMBER = "must be a step number (an integer ≥ 0)"
 _DIGITS = re.compile(r"\s*[0-9]{1,30}\s*")  # not "²": isdigit() is true for it, int() refuses it
 

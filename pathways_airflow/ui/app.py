@@ -145,17 +145,14 @@ def read_history(uri: str) -> History:
     """The benchmark history at ``uri`` (empty when it does not exist yet), or an HTTP error saying why not."""
     from airflow.configuration import conf
 
-    from pathways_airflow.hooks.storage import read_object, storage_client
+    from pathways_airflow.hooks.storage import opened_storage, read_object
 
     if not is_gcs(uri):
         raise HTTPException(422, f"history_uri {uri!r} is not a gs:// URI; the view reads histories from GCS only")
     conn_id = conf.get(*GCP_CONN_OPTION, fallback="google_cloud_default")
     try:
-        client = storage_client(conn_id)
-        try:
+        with opened_storage(conn_id) as client:
             data = read_object(client, uri, deadline=time.time() + HISTORY_READ_SECONDS)
-        finally:
-            client.close()
     except Exception as error:
         raise HTTPException(502, f"cannot read {uri} with the connection {conn_id!r}: {error}") from None
     try:

@@ -441,13 +441,21 @@ class AsyncPathwaysHook(BaseHook):
             raise
         return an_object("GET", path, found)
 
-    async def list(
+    async def list_page(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
         limit: int | None = None, continue_token: str | None = None,
     ) -> dict[str, Any]:
-        """The list response (items, the list's resourceVersion, and ``continue`` while a ``limit``ed list has more)."""
+        """One page of a list: its items, the list's resourceVersion (where a watch starts), and
+        ``continue`` while a ``limit``ed list has more."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_token}
         return await self.request("GET", resource.path(namespace), query=query) or {}
+
+    async def list(
+        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The objects, as :meth:`PathwaysHook.list` returns them."""
+        page = await self.list_page(resource, namespace, label_selector=label_selector, field_selector=field_selector)
+        return list(page.get("items") or [])
 
     async def annotate(self, resource: Resource, namespace: str | None, name: str, annotations: Mapping[str, str]) -> bool:
         """Merge-patch annotations onto an object; ``False`` if it is gone."""
@@ -511,7 +519,7 @@ class AsyncPathwaysHook(BaseHook):
                 response.release()
 
     async def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return list((await self.list(NODE, label_selector=label_selector)).get("items") or [])
+        return await self.list(NODE, label_selector=label_selector)
 
     async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines of a container's log, or of its previous run when it has restarted."""

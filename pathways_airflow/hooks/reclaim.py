@@ -47,8 +47,8 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
     """:func:`reclaim`, on the triggerer's event loop."""
     jobset = await hook.get(JOBSET, namespace, workload)
     selector = well_known.jobset_selector(workload)
-    jobs = (await hook.list(JOB, namespace, label_selector=selector)).get("items") or []
-    pods = (await hook.list(POD, namespace, label_selector=selector)).get("items") or []
+    jobs = await hook.list(JOB, namespace, label_selector=selector)
+    pods = await hook.list(POD, namespace, label_selector=selector)
     leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)
     for resource, name in _chain_order(leftovers):
         await hook.delete(resource, namespace, name, propagation="Background")

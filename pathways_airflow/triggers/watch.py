@@ -277,7 +277,7 @@ class SharedWatch:
         items: list[dict[str, Any]] = []
         version, token = "", None
         while True:
-            body = await self.hook.list(self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token)
+            body = await self.hook.list_page(self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token)
             if not isinstance(body, dict) or not isinstance(body.get("items") or [], list):
                 raise ValueError(f"listing {self.resource.plural}: not a list object: {str(body)[:200]!r}")
             # Items that are not objects with metadata are skipped, as malformed watch events are:

@@ -345,7 +345,7 @@ class PathwaysJobTrigger(KillableTrigger):
             return None
         known_jobs = [*self._live_jobs.values(), *observation.jobs]
         waited = 0.0 if self._without_jobset_since is None else time.monotonic() - self._without_jobset_since
-        refused = creation.creation_failure(top, observation.jobset, known_jobs, events.get("items") or [], waited)
+        refused = creation.creation_failure(top, observation.jobset, known_jobs, events, waited)
         if refused and self.until_phase is None:
             await self._delete(refused)
         return refused
@@ -411,7 +411,7 @@ class PathwaysJobTrigger(KillableTrigger):
         except Exception as error:  # evidence for a disruption only: without it the other rules still judge
             self.log.info("%s/%s: could not read the scheduler's events (%s)", self.namespace, self.name, describe(error))
             return []
-        return scheduled_workers(events.get("items") or [], self.name)
+        return scheduled_workers(events, self.name)
 
     async def _record_where_workers_run(self, observation: Observation) -> None:
         """Write once per attempt the nodes its workers run on: if the slice fails and heals while

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
@@ -21,6 +21,8 @@ TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 MAX_RETRY_AFTER = 60.0
 LOG_LINE_CHARS = 2_000
+REQUEST_TIMEOUT = 60.0
+"""Seconds a request may take before the client gives up on it (then retried as a timeout)."""
 
 
 # --- retries --------------------------------------------------------------------------------
@@ -91,6 +93,39 @@ def describe(error: BaseException | None) -> str:
     status = status_of(error) if error else None
     reason = getattr(error, "reason", None)
     return f"HTTP {status} {reason or ''}".strip() if status else repr(error)
+
+
+# --- the request both clients send, and what a 404 means ------------------------------------
+
+
+def call_options(
+    query: Mapping[str, Any] | None = None, body: Any = None, content_type: str = "application/json", timeout: float | None = REQUEST_TIMEOUT
+) -> dict[str, Any]:
+    """The keyword arguments of ``ApiClient.call_api`` after ``(path, method)``, the same for the
+    ``kubernetes`` and ``kubernetes_asyncio`` clients: query values as the API reads them (booleans
+    lower-case, ``None`` left out), JSON in and out, the body unread (the caller reads it whole)."""
+    return {
+        "query_params": [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None],
+        "header_params": {"Accept": "application/json", "Content-Type": content_type},
+        "body": body,
+        "auth_settings": ["BearerToken"],
+        "_preload_content": False,
+        "_return_http_data_only": True,
+        "_request_timeout": timeout,
+    }
+
+
+def log_query(container: str, lines: int, max_bytes: int, previous: bool = False) -> dict[str, Any]:
+    """The query of a container's log tail: at most ``lines`` lines and ``max_bytes`` bytes."""
+    return {"container": container, "tailLines": lines, "limitBytes": max_bytes, "previous": previous or None}
+
+
+def absent(error: BaseException, answer: Any = None) -> Any:
+    """``answer`` when ``error`` is the API's 404 (the object is not there: an answer, not a
+    failure); any other error is raised again. Called from an ``except`` block of either hook."""
+    if status_of(error) == 404:
+        return answer
+    raise error
 
 
 def json_body(method: str, path: str, data: bytes) -> Any:

@@ -30,12 +30,15 @@ from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, Kube
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
+    absent,
     an_object,
     api_error_message,
     bounded_tail,
+    call_options,
     describe,
     is_transient,
     json_body,
+    log_query,
     object_path,
     retry_after_seconds,
     retry_options,
@@ -82,15 +85,22 @@ def ownership_problem(existing: Mapping[str, Any], task_key: str) -> str | None:
 # --- the synchronous hook ------------------------------------------------------------------
 
 
-class PathwaysHook(BaseHook):
-    """Synchronous access to PathwaysJobs, JobSets, Jobs, LeaderWorkerSets, pods, nodes and events."""
-
-    conn_name_attr = "kubernetes_conn_id"
-    hook_name = "Pathways on GKE"
+class _ClusterHook(BaseHook):
+    """What both hooks share: the cluster they talk to. Requests are prepared
+    (:func:`~pathways_airflow.hooks.api.call_options`), retried
+    (:func:`~pathways_airflow.hooks.api.retry_options`) and a 404 read
+    (:func:`~pathways_airflow.hooks.api.absent`) by the same functions in both."""
 
     def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
         super().__init__()
         self.target = target or ClusterTarget(**target_fields)
+
+
+class PathwaysHook(_ClusterHook):
+    """Synchronous access to PathwaysJobs, JobSets, Jobs, LeaderWorkerSets, pods, nodes and events."""
+
+    conn_name_attr = "kubernetes_conn_id"
+    hook_name = "Pathways on GKE"
 
     # connection ---------------------------------------------------------------------------
 
@@ -146,38 +156,19 @@ class PathwaysHook(BaseHook):
         raw: bool = False,
     ) -> Any:
         """Call the API with retries on transient failures; the JSON body as a dict (or raw text)."""
-        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
-
-        def call() -> Any:
-            response = self.api_client.call_api(
-                path,
-                method,
-                query_params=params,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-            )
-            data = response.data
-            if raw:
-                return data.decode("utf-8", errors="replace")
-            return json_body(method, path, data)
-
+        options = call_options(query, body, content_type)
         for attempt in Retrying(**retry_options(self.log)):
             with attempt:
-                return call()
+                data = self.api_client.call_api(path, method, **options).data
+                return data.decode("utf-8", errors="replace") if raw else json_body(method, path, data)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         path = object_path(resource, namespace, name)
         try:
-            found = self.request("GET", path)
+            return an_object("GET", path, self.request("GET", path))
         except Exception as error:
-            if status_of(error) == 404:
-                return None
-            raise
-        return an_object("GET", path, found)
+            return absent(error)
 
     def list(
         self,
@@ -200,14 +191,12 @@ class PathwaysHook(BaseHook):
     def delete(
         self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground"
     ) -> bool:
-        """Delete with dependents (foreground by default: the pods go before the owner does)."""
+        """Delete with dependents (foreground by default: the pods go before the owner does); ``False`` if it was gone."""
         try:
             self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
-            if status_of(error) == 404:
-                return False
-            raise
+            return absent(error, False)
 
     def create_or_adopt(self, manifest: Mapping[str, Any], task_key: str) -> Adoption:
         """Create the workload; if one with its name exists and is ours, adopt it instead.
@@ -252,9 +241,7 @@ class PathwaysHook(BaseHook):
             try:
                 found = self.list(KUEUE_WORKLOAD, namespace, label_selector=f"{well_known.KUEUE_JOB_UID}={uid}")
             except Exception as error:  # Kueue not installed: no Workload to read
-                if status_of(error) != 404:
-                    raise
-                found = []
+                found = absent(error, [])
             kueue = kueue_workload_of(uid, found)
         return Observation(backend, name, namespace, pathwaysjob, jobset, tuple(pods), kueue, submitted)
 
@@ -324,7 +311,7 @@ class PathwaysHook(BaseHook):
             text = self.request(
                 "GET",
                 object_path(POD, namespace, pod, "log"),
-                query={"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
+                query=log_query(container, lines, LOG_TAIL_BYTES, previous),
                 raw=True,
             )
         except Exception as error:
@@ -347,12 +334,8 @@ def _import_client_modules(gke: bool) -> None:
         importlib.import_module("airflow.providers.cncf.kubernetes.hooks.kubernetes")
 
 
-class AsyncPathwaysHook(BaseHook):
+class AsyncPathwaysHook(_ClusterHook):
     """Asynchronous API access for triggers: one client per (event loop, cluster), shared while used."""
-
-    def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
-        super().__init__()
-        self.target = target or ClusterTarget(**target_fields)
 
     def api_client(self) -> AsyncContextManager[Any]:
         """``async with hook.api_client() as client``: the loop's client for this cluster, held for
@@ -371,33 +354,14 @@ class AsyncPathwaysHook(BaseHook):
         """Close the clients of the running loop (at the end of a test or a process)."""
         await clients.close_shared_async_clients()
 
-    async def _call(
-        self,
-        client: Any,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None,
-        body: Any,
-        timeout: float | None,
-        content_type: str = "application/json",
-    ) -> Any:
-        """The raw response; an ``ApiException`` for a non-2xx status.
+    async def _send(self, client: Any, method: str, path: str, options: Mapping[str, Any]) -> Any:
+        """The raw response to one request (:func:`~pathways_airflow.hooks.api.call_options`); an
+        ``ApiException`` for a non-2xx status.
 
         ``kubernetes_asyncio`` raises for error statuses only when it reads the body itself, so
         the check is made here, with the status, headers and body a caller needs.
         """
-        params = [(k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items() if v is not None]
-        response = await client.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-            _request_timeout=timeout,
-        )
+        response = await client.call_api(path, method, **options)
         if not 200 <= response.status <= 299:
             from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -423,7 +387,7 @@ class AsyncPathwaysHook(BaseHook):
         async for attempt in AsyncRetrying(**retry_options(self.log)):
             with attempt:
                 async with self.api_client() as client:
-                    response = await self._call(client, method, path, query, body, timeout=60, content_type=content_type)
+                    response = await self._send(client, method, path, call_options(query, body, content_type))
                     try:
                         data = await response.read()
                     finally:
@@ -434,12 +398,9 @@ class AsyncPathwaysHook(BaseHook):
     async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         path = object_path(resource, namespace, name)
         try:
-            found = await self.request("GET", path)
+            return an_object("GET", path, await self.request("GET", path))
         except Exception as error:
-            if status_of(error) == 404:
-                return None
-            raise
-        return an_object("GET", path, found)
+            return absent(error)
 
     async def list_page(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
@@ -468,18 +429,14 @@ class AsyncPathwaysHook(BaseHook):
             )
             return True
         except Exception as error:
-            if status_of(error) == 404:
-                return False
-            raise
+            return absent(error, False)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground") -> bool:
         try:
             await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
             return True
         except Exception as error:
-            if status_of(error) == 404:
-                return False
-            raise
+            return absent(error, False)
 
     async def watch(
         self,
@@ -496,20 +453,14 @@ class AsyncPathwaysHook(BaseHook):
         as it comes, for the caller to decide. Lines are read whole however long they are.
         """
         async with self.api_client() as client:
-            response = await self._call(
-                client,
-                "GET",
-                resource.path(namespace),
-                {
-                    "watch": True,
-                    "resourceVersion": resource_version,
-                    "allowWatchBookmarks": True,
-                    "timeoutSeconds": timeout_seconds,
-                    "labelSelector": label_selector,
-                },
-                None,
-                timeout=timeout_seconds + 30,
-            )
+            query = {
+                "watch": True,
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": True,
+                "timeoutSeconds": timeout_seconds,
+                "labelSelector": label_selector,
+            }
+            response = await self._send(client, "GET", resource.path(namespace), call_options(query, timeout=timeout_seconds + 30))
             lines = JsonLines()
             try:
                 async for chunk in response.content.iter_any():
@@ -526,14 +477,8 @@ class AsyncPathwaysHook(BaseHook):
         for previous in (False, True):
             try:
                 async with self.api_client() as client:
-                    response = await self._call(
-                        client,
-                        "GET",
-                        object_path(POD, namespace, pod, "log"),
-                        {"container": container, "tailLines": lines, "limitBytes": LOG_TAIL_BYTES, "previous": previous or None},
-                        None,
-                        timeout=30,
-                    )
+                    query = log_query(container, lines, LOG_TAIL_BYTES, previous)
+                    response = await self._send(client, "GET", object_path(POD, namespace, pod, "log"), call_options(query, timeout=30))
                     try:
                         text = (await response.read()).decode("utf-8", errors="replace")
                     finally:

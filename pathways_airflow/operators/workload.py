@@ -521,7 +521,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         return workload_result(record, state, checkpoint=found, tpu=tpu_of(self.workload()), uid=uid_of(observation), now=time.time())
 
     def _log_main_container_tail(self, observation: Any) -> None:
-        from pathways_airflow.state.status import head_pod
+        from pathways_airflow.state.workload_parts import head_pod
 
         pod = head_pod(observation)
         container = self.container_name if self.image else None

@@ -34,7 +34,8 @@ from pathways_airflow.state.disruption import (
     head_failed_first,
     slice_nodes_disrupted,
 )
-from pathways_airflow.state.status import failed_by_the_user_error_rule, restarts_of
+from pathways_airflow.state.status import failed_by_the_user_error_rule
+from pathways_airflow.state.workload_parts import restarts_of
 
 ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
 """``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""

@@ -18,7 +18,7 @@ from pathways_airflow.state.jobs import JobOutcome
 from pathways_airflow.state.serving import ContainerExit
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.run.records import Submission
-from pathways_airflow.state.status import failed_container
+from pathways_airflow.state.workload_parts import failed_container
 
 
 def quoted_log(lines: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.spec.names import ATTEMPT_LABEL
-from pathways_airflow.state.conditions import conditions
+from pathways_airflow.state.conditions import is_true
 from pathways_airflow.state.disruption import Verdict
 from pathways_airflow.run.rounds import from_an_earlier_round
 from pathways_airflow.run.annotations import ended_by, verdict_after_the_fact
@@ -30,9 +30,9 @@ def finished_as(obj: Mapping[str, Any]) -> str | None:
     if terminal in ("Completed", "Failed"):
         if obj.get("kind") == "PathwaysJob":
             return terminal
-    for item in conditions(obj):
-        if item.get("type") in ("Completed", "Failed") and item.get("status") == "True":
-            return str(item["type"])
+    finished = next((kind for kind in ("Completed", "Failed") if is_true(obj, kind)), None)
+    if finished is not None:
+        return finished
     return terminal if terminal in ("Completed", "Failed") else None
 
 

@@ -32,3 +32,11 @@ def true_condition(obj: Mapping[str, Any] | None, type_: str) -> Mapping[str, An
 def is_true(obj: Mapping[str, Any] | None, type_: str) -> bool:
     """Whether ``obj`` has the condition ``type_`` with status ``"True"``."""
     return true_condition(obj, type_) is not None
+
+
+def condition_text(found: Mapping[str, Any] | None) -> str:
+    """``Reason: message`` of a condition, as a human reads it in ``kubectl describe``."""
+    if not found:
+        return ""
+    reason, message = found.get("reason") or "", found.get("message") or ""
+    return f"{reason}: {message}" if reason and message else reason or message

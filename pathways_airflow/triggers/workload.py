@@ -29,14 +29,13 @@ from pathways_airflow.run.progress import last_completed_step
 from pathways_airflow.state.ran_on import SCHEDULED_REASON, scheduled_workers, went_down_under_it, where_workers_run
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen, WorkloadEvent
 from pathways_airflow.run.annotations import restarts_annotation, restarts_written
-from pathways_airflow.state.status import (
+from pathways_airflow.state.status import has_reached, workload_state
+from pathways_airflow.state.workload_parts import (
     current_attempt,
     failed_container,
-    has_reached,
     head_exit_seen,
     head_pod,
     pods_of_current_attempt,
-    workload_state,
 )
 from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.run.annotations import disruption_seen, disruption_seen_annotation, ended_by_annotation

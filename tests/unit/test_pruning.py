@@ -42,8 +42,8 @@ from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption
 from pathways_airflow.run.annotations import restarts_annotation, restarts_written
 from pathways_airflow.run.result import tpu_of
-from pathways_airflow.state.status import (
-    controller_objections,
+from pathways_airflow.state.status import controller_objections, state_from_kueue, workload_state
+from pathways_airflow.state.workload_parts import (
     current_attempt,
     elastic_slices,
     failed_container,
@@ -52,8 +52,6 @@ from pathways_airflow.state.status import (
     pods_per_slice,
     slices_ready,
     slices_total,
-    state_from_kueue,
-    workload_state,
 )
 from pathways_airflow.run.annotations import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
 from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod

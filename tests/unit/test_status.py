@@ -21,12 +21,12 @@ import pytest
 from pathways_airflow.state import status as status_module
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
 from pathways_airflow.run.messages import transition_line
-from pathways_airflow.state.status import (
+from pathways_airflow.state.status import workload_state
+from pathways_airflow.state.workload_parts import (
     exit_code_of,
     failed_container,
     head_pod,
     main_container_status,
-    workload_state,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "status"

@@ -1,0 +1,297 @@
+"""The parts of a workload as the API shows them: its restart attempt, head pod, slices, containers. Pure.
+
+The readers every rule about a workload is built from, apart from the rules themselves
+(:mod:`pathways_airflow.state.status`, the state machine): which pods belong to the JobSet's
+current restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``), which one is the head,
+how many slices are ready, which container is the user's and how it exited, and which pods the
+infrastructure ended. The operator and the triggers use them for logs and XCom values too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from pathways_airflow import well_known
+from pathways_airflow.spec.render import HEAD_JOB, WORKER_JOB
+from pathways_airflow.spec.workload import RESERVED_CONTAINER_NAMES
+from pathways_airflow.state.conditions import condition, is_true
+from pathways_airflow.state.model import Observation
+
+Obj = Mapping[str, Any]
+
+
+DISRUPTED_POD_REASONS = ("Terminated", "NodeShutdown", "Evicted", "Preempting")
+"""``status.reason`` of a pod its node ended: graceful shutdown, refused in shutdown, pressure eviction."""
+
+CONTAINER_PROBLEMS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+    "RunContainerError",
+)
+"""Waiting reasons that keep a pod from ever becoming ready on its own; worth a line in the message."""
+
+_ELASTIC_FLAG = re.compile(r"^--num_elastic_slices=(\d+)$")
+
+
+# --- reading API objects -----------------------------------------------------------------------
+
+
+def status_of(obj: Obj | None) -> Mapping[str, Any]:
+    return (obj or {}).get("status") or {}
+
+
+def metadata_of(obj: Obj | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def labels_of(obj: Obj | None) -> Mapping[str, str]:
+    return metadata_of(obj).get("labels") or {}
+
+
+def name_of(obj: Obj | None) -> str:
+    return str(metadata_of(obj).get("name", ""))
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def is_being_deleted(obj: Obj | None) -> bool:
+    return bool(metadata_of(obj).get("deletionTimestamp"))
+
+
+# --- restart attempts, head and slices ---------------------------------------------------------
+
+
+def restarts_of(jobset: Obj | None) -> int:
+    """``status.restarts`` of a JobSet: every restart so far, counted towards ``maxRestarts`` or not."""
+    return as_int(status_of(jobset).get("restarts"), 0)
+
+
+def _attempt_label(pod: Obj) -> int | None:
+    value = labels_of(pod).get(well_known.RESTART_ATTEMPT)
+    return as_int(value, -1) if value is not None else None
+
+
+def current_attempt(observation: Observation) -> int:
+    """The restart attempt the JobSet is on; without a JobSet, the newest attempt any pod carries."""
+    if observation.jobset is not None:
+        return restarts_of(observation.jobset)
+    attempts = [a for a in (_attempt_label(p) for p in observation.pods) if a is not None]
+    return max(attempts, default=0)
+
+
+def pods_of_current_attempt(observation: Observation) -> list[Obj]:
+    """Pods of the attempt the JobSet is on, plus any pod without an attempt label."""
+    attempt = current_attempt(observation)
+    return [p for p in observation.pods if _attempt_label(p) in (None, attempt)]
+
+
+def _replicated_job_of(pod: Obj) -> str:
+    return labels_of(pod).get(well_known.REPLICATED_JOB, "")
+
+
+def _newest_first(pods: Iterable[Obj]) -> list[Obj]:
+    """Live pods before ones being deleted, then the most recently created first."""
+    ordered = sorted(
+        pods, key=lambda p: (str(metadata_of(p).get("creationTimestamp", "")), name_of(p)), reverse=True
+    )
+    return sorted(ordered, key=is_being_deleted)
+
+
+def head_pods(observation: Observation) -> list[Obj]:
+    """The ``pathways-head`` pods of the current attempt, the one that matters most first."""
+    return _newest_first(p for p in pods_of_current_attempt(observation) if _replicated_job_of(p) == HEAD_JOB)
+
+
+def head_pod(observation: Observation) -> dict[str, Any] | None:
+    """The Pathways head pod of the current restart attempt (live and newest preferred), or ``None``."""
+    found = head_pods(observation)
+    return dict(found[0]) if found else None
+
+
+def _worker_replicated_job(jobset: Obj | None) -> Mapping[str, Any] | None:
+    for replicated in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or ():
+        if isinstance(replicated, Mapping) and replicated.get("name") == WORKER_JOB:
+            return replicated
+    return None
+
+
+def slices_total(jobset: Obj | None) -> int:
+    """How many TPU slices the workload asks for: replicas of the ``worker`` replicated job."""
+    worker = _worker_replicated_job(jobset)
+    return as_int(worker.get("replicas"), 1) if worker is not None else 0
+
+
+def pods_per_slice(jobset: Obj | None) -> int:
+    """VMs per slice: the worker Job's ``parallelism`` (one pod per VM)."""
+    worker = _worker_replicated_job(jobset) or {}
+    job_spec = (worker.get("template") or {}).get("spec") or {}
+    return max(1, as_int(job_spec.get("parallelism"), 1))
+
+
+def is_running_and_ready(pod: Obj) -> bool:
+    return (
+        status_of(pod).get("phase") == "Running"
+        and is_true(pod, "Ready")
+        and not is_being_deleted(pod)
+    )
+
+
+def slices_ready(observation: Observation) -> int:
+    """Slices whose every worker pod of the current attempt is Running and Ready."""
+    needed = pods_per_slice(observation.jobset)
+    ready_per_slice: dict[str, int] = {}
+    for pod in pods_of_current_attempt(observation):
+        if _replicated_job_of(pod) == WORKER_JOB and is_running_and_ready(pod):
+            index = labels_of(pod).get(well_known.JOB_INDEX, "0")
+            ready_per_slice[index] = ready_per_slice.get(index, 0) + 1
+    return sum(1 for count in ready_per_slice.values() if count >= needed)
+
+
+def elastic_slices(observation: Observation) -> int:
+    """Slices the workload may run without: PathwaysJob ``elasticSlices``, or the proxy's flag in a JobSet."""
+    controller = ((observation.pathwaysjob or {}).get("spec") or {}).get("controller") or {}
+    if controller.get("elasticSlices") is not None:
+        return max(0, as_int(controller.get("elasticSlices"), 0))
+    for replicated in ((observation.jobset or {}).get("spec") or {}).get("replicatedJobs") or ():
+        if replicated.get("name") != HEAD_JOB:
+            continue
+        pod_spec = (((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get(
+            "spec"
+        ) or {}
+        for container in [*(pod_spec.get("initContainers") or ()), *(pod_spec.get("containers") or ())]:
+            for arg in container.get("args") or ():
+                match = _ELASTIC_FLAG.match(str(arg))
+                if match:
+                    return int(match.group(1))
+    return 0
+
+
+# --- containers --------------------------------------------------------------------------------
+
+
+def _declared_main_container(observation: Observation) -> tuple[bool, str | None]:
+    """``(known, name)``: what the PathwaysJob says the main container is (``None`` when headless)."""
+    if observation.pathwaysjob is None:
+        return False, None
+    controller = (observation.pathwaysjob.get("spec") or {}).get("controller") or {}
+    if not controller.get("template"):
+        return True, None
+    return True, str(controller.get("mainContainerName") or "main")
+
+
+def main_container_status(pod: Obj | None, container_name: str | None = None) -> dict[str, Any] | None:
+    """The status of the user's container in a head pod, or ``None`` (headless head, not started).
+
+    Without ``container_name`` the main container is the pod's first container that is not one
+    of the Pathways servers the layout adds: a headless head runs only those, and has none.
+    """
+    if not pod:
+        return None
+    statuses = [s for s in status_of(pod).get("containerStatuses") or () if isinstance(s, Mapping)]
+    if container_name is None:
+        declared = [c.get("name") for c in ((pod.get("spec") or {}).get("containers") or ())]
+        names = declared or [s.get("name") for s in statuses]
+        container_name = next((n for n in names if n and n not in RESERVED_CONTAINER_NAMES), None)
+        if container_name is None:
+            return None
+    found = next((s for s in statuses if s.get("name") == container_name), None)
+    return dict(found) if found is not None else None
+
+
+def exit_code_of(container_status: Mapping[str, Any] | None) -> int | None:
+    """How a container ended: its current termination, or its last one while it waits to restart."""
+    if not container_status:
+        return None
+    state = container_status.get("state") or {}
+    if "terminated" in state:
+        return as_int((state.get("terminated") or {}).get("exitCode"), 0)
+    if "running" in state:
+        return None
+    last = (container_status.get("lastState") or {}).get("terminated")
+    return as_int(last.get("exitCode"), 0) if last else None
+
+
+def failed_container(observation: Observation) -> tuple[str, str, int] | None:
+    """``(pod, container, exit code)`` when the current attempt's head program ended non-zero."""
+    found = _head_exit(observation, head_pods(observation), restarted_too=False)
+    return found[:3] if found else None
+
+
+def head_exit_seen(observation: Observation) -> tuple[str, str, int, int] | None:
+    """``(pod, container, exit code, restart attempt)`` of the newest non-zero exit of a head
+    program, also one it was already restarted in place after (its ``lastState``: the Job counts
+    that restart as its failure). Any attempt's: the JobSet may restart within the same second,
+    before a watcher has seen the exit on the attempt it happened in."""
+    return _head_exit(observation, _newest_first(p for p in observation.pods if _replicated_job_of(p) == HEAD_JOB), restarted_too=True)
+
+
+def _head_exit(observation: Observation, heads: Iterable[Obj], *, restarted_too: bool) -> tuple[str, str, int, int] | None:
+    known, declared = _declared_main_container(observation)
+    if known and declared is None:
+        return None
+    for pod in heads:
+        status = main_container_status(pod, declared)
+        code = exit_code_of(status)
+        if not code and restarted_too and status is not None:
+            code = as_int(((status.get("lastState") or {}).get("terminated") or {}).get("exitCode"), 0)
+        if status is not None and code:
+            attempt = _attempt_label(pod)
+            return name_of(pod), str(status.get("name")), code, current_attempt(observation) if attempt is None else attempt
+    return None
+
+
+# --- evidence of a disruption ------------------------------------------------------------------
+
+
+def disruption_evidence(pods: Iterable[Obj]) -> tuple[str, ...]:
+    """One line per pod the infrastructure ended: ``DisruptionTarget`` or a node-shutdown/eviction reason."""
+    evidence = []
+    for pod in sorted(pods, key=name_of):
+        signs = []
+        target = condition(pod, "DisruptionTarget")
+        if target is not None and target.get("status") == "True":
+            signs.append(f"DisruptionTarget ({target.get('reason') or 'no reason'})")
+        reason = status_of(pod).get("reason")
+        if reason in DISRUPTED_POD_REASONS:
+            message = status_of(pod).get("message")
+            signs.append(f"{reason}: {message}" if message else str(reason))
+        if signs:
+            evidence.append(f"pod {name_of(pod)}: {'; '.join(signs)}")
+    return tuple(evidence)
+
+
+# --- pods that cannot start ------------------------------------------------------------------
+
+
+def is_unschedulable(pod: Obj) -> bool:
+    scheduled = condition(pod, "PodScheduled")
+    return (
+        scheduled is not None
+        and scheduled.get("status") == "False"
+        and status_of(pod).get("phase") in (None, "Pending")
+    )
+
+
+def container_problem(pods: Iterable[Obj]) -> str | None:
+    """``pod P: container C ImagePullBackOff: ...`` for the first container that cannot start by itself."""
+    for pod in sorted(pods, key=name_of):
+        statuses = [
+            *(status_of(pod).get("initContainerStatuses") or ()),
+            *(status_of(pod).get("containerStatuses") or ()),
+        ]
+        for item in statuses:
+            waiting = (item.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in CONTAINER_PROBLEMS:
+                detail = f": {waiting['message']}" if waiting.get("message") else ""
+                return f"pod {name_of(pod)}: container {item.get('name')} {waiting['reason']}{detail}"
+    return None

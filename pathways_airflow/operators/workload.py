@@ -25,11 +25,9 @@ from pathways_airflow.operators.lineage import ReportsLineage, training_rule
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.run.messages import budget_exhausted_message, failing_container, workload_failure_message
-from pathways_airflow.run.outcome import NextStep, disruption_of, lost_track, next_step, over_budget, workload_failure
+from pathways_airflow.run import messages, outcome, rounds
 from pathways_airflow.run.records import Submission, WorkloadEvent
 from pathways_airflow.run.result import NO_CHECKPOINT_DIR, tpu_of, uid_of, workload_result
-from pathways_airflow.run.rounds import record_of_this_round
 from pathways_airflow.run.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
@@ -340,7 +338,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         identity = self.task_identity(context)
         resource = workload_resource(self.backend)
         store = context.get("task_state_store")
-        recorded = record_of_this_round(_store_get(store), identity.first_try) or {}
+        recorded = rounds.record_of_this_round(_store_get(store), identity.first_try) or {}
         if recorded.get("result"):
             self.log.info("%s already succeeded in an earlier try; returning its result", recorded["result"]["name"])
             return self.reported(recorded["result"])
@@ -406,9 +404,9 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         if finished.status != "finished" or finished.state is None:
             if finished.forbidden:  # no try can watch it without the permission: hold no slice for it
                 self.finished_with(workload_resource(self.backend), submission.namespace, submission.name, delete=True)
-            raise lost_track(submission.name, finished, self._kubectl_hint(submission.name))
+            raise outcome.lost_track(submission.name, finished, self._kubectl_hint(submission.name))
         submission = submission.with_disruptions(*finished.restarts).ended(finished.phases, time.time())
-        if next_step(finished.state, finished.classification) is NextStep.RESUBMIT:
+        if outcome.next_step(finished.state, finished.classification) is outcome.NextStep.RESUBMIT:
             return self._resubmit_after_disruption(context, submission, finished)
         return self._complete(context, submission, finished.state, finished.failure, finished.classification)
 
@@ -449,7 +447,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         """
         assert event.classification is not None
         checkpoint = self._newest_checkpoint(context)
-        disruption = disruption_of(
+        disruption = outcome.disruption_of(
             event.classification,
             workload=submission.name,
             reached_step=event.last_step,
@@ -463,7 +461,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
             submission.resubmissions, self.disruption_budget,
         )
         attempt, identity = submission.attempt + 1, self.task_identity(context)
-        exhausted = over_budget(submission, self.disruption_budget)
+        exhausted = outcome.over_budget(submission, self.disruption_budget)
         if not exhausted:  # recorded before the old workload goes: a worker that dies in between leaves
             # the next try the attempt to submit, the checkpoint to resume from, and this disruption
             self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
@@ -471,7 +469,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         submission = submission.deleted(time.time())
         if exhausted:
             raise DisruptionBudgetExhausted(
-                budget_exhausted_message(submission, self.disruption_budget),
+                messages.budget_exhausted_message(submission, self.disruption_budget),
                 disruptions=[d.to_dict() for d in submission.disruptions],
             )
         if self.wait_for_maintenance:
@@ -514,7 +512,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         message = self._failure_message(observation, state, failure)
         self.log.error("%s", message)
         self.finished_with(workload_resource(self.backend), self.namespace, name, delete=self.delete_on_finish)
-        raise workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
+        raise outcome.workload_failure(state, message, classification, retry_user_errors=self.retry_user_errors)
 
     def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None, observation: Any) -> dict[str, Any]:
         found = (checkpoint.as_xcom() if checkpoint else None) if self.checkpoint_dir else NO_CHECKPOINT_DIR
@@ -532,12 +530,12 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
             self.log.info("last lines of %s/%s:\n%s", pod["metadata"]["name"], container, "\n".join(lines))
 
     def _failure_message(self, observation: Any, state: WorkloadState, failure: Mapping[str, Any] | None) -> str:
-        failing = failing_container(observation, state, failure)
+        failing = messages.failing_container(observation, state, failure)
         lines = (failure or {}).get("log_tail")
         if not lines and failing:
             lines = self.hook.read_log_tail(self.namespace, failing[0], failing[1])
         where, hint = f"{observation.backend} {self.namespace}/{observation.name}", self._kubectl_hint(observation.name)
-        return workload_failure_message(where, state, failing, lines or [], cloud_logging=bool(self.cluster_name), hint=hint)
+        return messages.workload_failure_message(where, state, failing, lines or [], cloud_logging=bool(self.cluster_name), hint=hint)
 
     def _kubectl_hint(self, name: str) -> str:
         kind = "pathwaysjob" if self.backend == "pathwaysjob" else "jobset"

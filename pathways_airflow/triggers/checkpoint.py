@@ -17,8 +17,8 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from pathways_airflow.exceptions import StorageUnavailableError
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 
-DEFAULT_POLL_INTERVAL = 60.0
 MAX_CONSECUTIVE_FAILURES = 5
 
 
@@ -32,7 +32,7 @@ class CheckpointTrigger(BaseTrigger):
         min_step: int | None = None,
         newer_than: int | None = None,
         gcp_conn_id: str = "google_cloud_default",
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        poll_interval: float = POLL_INTERVAL_SECONDS["checkpoint"],
         max_failures: int = MAX_CONSECUTIVE_FAILURES,
         deadline: float | None = None,
     ):

@@ -19,6 +19,8 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
+
 STATE_KEY = "pathways_last_committed_step"
 
 
@@ -30,7 +32,7 @@ class CheckpointCommittedTrigger(BaseEventTrigger):
         *,
         checkpoint_dir: str,
         gcp_conn_id: str = "google_cloud_default",
-        poll_interval: float = 300.0,
+        poll_interval: float = POLL_INTERVAL_SECONDS["asset"],
         newer_than: int | None = None,
     ):
         super().__init__()

@@ -20,8 +20,8 @@ from pathways_airflow.hooks.pathways import ClusterTarget
 from pathways_airflow.resources import NODE
 from pathways_airflow.state.slices import SliceReadiness, slice_readiness, slice_request
 from pathways_airflow.triggers.watch import api_lost, shared_watch, spread, wait_for_change
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 
-DEFAULT_POLL_INTERVAL = 60.0
 
 
 class TpuSliceReadinessTrigger(BaseTrigger):
@@ -35,7 +35,7 @@ class TpuSliceReadinessTrigger(BaseTrigger):
         topology: str,
         num_slices: int = 1,
         no_maintenance_within: float | None = None,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        poll_interval: float = POLL_INTERVAL_SECONDS["slices"],
     ):
         super().__init__()
         self.target = target

@@ -1,20 +1,24 @@
 """``ClusterOperator``: what every operator that creates something on the cluster shares.
 
 Three things, each written once: the wall-clock deadline a wait gives up at (the task's
-``execution_timeout``), what the task has created and not yet handed back (so that killing the
-task deletes exactly that: no leaked slice, no second copy), and how a task that does not defer
-waits in its worker (:func:`first_event_here`: the trigger it would have deferred to).
+``execution_timeout``), every object the task has created and not yet handed back (so that
+killing the task stops its waits and deletes exactly those, the newest first: no leaked slice, no
+second copy), and how a task that does not defer waits in its worker (:func:`first_event_here`:
+the trigger it would have deferred to).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from pathways_airflow.connection import ClusterConnectionMixin
+from pathways_airflow.exceptions import KubernetesApiError, PathwaysError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -43,10 +47,18 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
     return asyncio.run(first())
 
 
+Held = tuple["Resource", str, str]
+"""``(resource, namespace, name)`` of an object a kill of the task must delete."""
+_HOLDING = threading.RLock()
+"""Guards what every task of the process holds: a kill (another thread, or a signal handler in the
+task's own) takes it while the task adds to it. Reentrant: the handler may interrupt an update."""
+
+
 class ClusterOperator(ClusterConnectionMixin, BaseOperator):
     """Base of the operators that create objects on the cluster and wait on them."""
 
-    _held: tuple[Resource, str, str] | None = None
+    _held: tuple[Held, ...] = ()
+    _stopped = False
 
     def deadline(self, context: Context) -> float | None:
         """When the task's ``execution_timeout`` runs out (wall clock, epoch seconds), if it has one."""
@@ -58,28 +70,55 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
     # --- what a kill must delete ------------------------------------------------------------------
 
     def holding(self, resource: Resource, namespace: str, name: str) -> None:
-        """The task now waits on this object: killing the task deletes it."""
-        self._held = (resource, namespace, name)
+        """The task now also waits on this object: killing the task deletes it (the newest first)."""
+        item = (resource, namespace, name)
+        with _HOLDING:
+            self._held = (*(h for h in self._held if h != item), item)
 
-    def released(self) -> None:
-        """The object is finished with (deleted, or left on purpose): a kill no longer touches it."""
-        self._held = None
+    def released(self, resource: Resource | None = None, namespace: str = "", name: str = "") -> tuple[Held, ...]:
+        """The object (with no arguments: every one) is finished with, deleted or left on purpose:
+        a kill no longer touches it. What was released, the oldest first."""
+        with _HOLDING:
+            gone = self._held if resource is None else tuple(h for h in self._held if h == (resource, namespace, name))
+            self._held = tuple(h for h in self._held if h not in gone)
+        return gone
 
     def finished_with(self, resource: Resource, namespace: str, name: str, *, delete: bool) -> None:
         """Done waiting on the object; delete it when ``delete`` (the operator's ``delete_on_finish``)."""
         if delete:
             self.hook.delete(resource, namespace, name)
             self.log.info("deleted %s %s/%s (delete_on_finish)", resource.kind, namespace, name)
-        self.released()
+        self.released(resource, namespace, name)
+
+    def delete_each(self, objects: Iterable[Held]) -> list[str]:
+        """Delete the objects in order, each tried whatever became of the others, so one failure never
+        leaves the rest behind (it is raised once all were tried); ``Kind/name`` of those deleted."""
+        deleted: list[str] = []
+        errors: list[str] = []
+        for resource, namespace, name in objects:
+            try:
+                if self.hook.delete(resource, namespace, name):
+                    deleted.append(f"{resource.kind}/{name}")
+                    self.log.info("deleted %s %s/%s", resource.kind, namespace, name)
+            except Exception as error:
+                errors.append(f"{resource.kind} {namespace}/{name}: {error}")
+                self.log.error("could not delete %s %s/%s: %s", resource.kind, namespace, name, error)
+        if errors:
+            raise KubernetesApiError("could not delete " + "; ".join(errors))
+        return deleted
+
+    def raise_if_stopped(self) -> None:
+        """Between the steps of a wait: a killed task goes no further (its objects are being deleted)."""
+        if self._stopped:
+            raise PathwaysError(f"{self.task_id} was stopped; what it created is being deleted")
 
     def on_kill(self) -> None:
-        """The task was killed (or timed out) while waiting here: delete what it was waiting on."""
-        if self._held is None:
-            return
-        resource, namespace, name = self._held
-        self.log.info("deleting %s %s/%s: the task was stopped", resource.kind, namespace, name)
-        self.hook.delete(resource, namespace, name)
-        self.released()
+        """The task was killed (or timed out): stop its waits, and delete what it holds, the newest first."""
+        self._stopped = True
+        held = self.released()
+        if held:
+            self.log.info("%s stopped: deleting %s", self.task_id, ", ".join(f"{r.kind} {ns}/{n}" for r, ns, n in held))
+        self.delete_each(reversed(held))
 
 
-__all__ = ["ClusterOperator", "first_event_here"]
+__all__ = ["ClusterOperator", "Held", "first_event_here"]

@@ -26,15 +26,16 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
+from airflow.providers.common.compat.sdk import conf
 
 from pathways_airflow import well_known
-from pathways_airflow.spec.arguments import looks_templated
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS, deletion_poll, looks_templated, poll_interval_problem
+from pathways_airflow.spec.benchmark import TASK_LIMIT
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.run.messages import quoted_log
-from pathways_airflow.exceptions import BadSpecError, KubernetesApiError, WorkloadDeletedError
+from pathways_airflow.exceptions import BadSpecError, KubernetesApiError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity
@@ -54,15 +55,14 @@ from pathways_airflow.spec.conversion import (
     resolve_conversion,
     reuse_decision,
 )
-from pathways_airflow.hooks.storage import gcs_exists, gcs_has_objects, gcs_read_json, gcs_write_json
-from pathways_airflow.run.outcome import failed_job_exception
+from pathways_airflow.hooks.storage import gcs_exists, gcs_has_objects, gcs_read_json, gcs_write_json, opened_storage
+from pathways_airflow.run.outcome import failed_job_exception, job_end_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
-from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import FAILED, GONE, JobEvent, JobOutcome, job_outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-DEFAULT_POLL_INTERVAL = 10.0
 DELETE_WAIT_SECONDS = 120.0
 
 def failed_pod(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str | None, int | None, str | None]:
@@ -179,7 +179,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         service_account_name: str | None = None,
         namespace: str = "default",
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        poll_interval: float = POLL_INTERVAL_SECONDS["job"],
         delete_on_finish: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -234,9 +234,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         }
         if not (only_known and looks_templated(placement)):
             problems.extend(placement_problems(**placement))
-        interval = self.poll_interval
-        if not isinstance(interval, (int, float)) or isinstance(interval, bool) or interval <= 0:
-            problems.append(SpecProblem("poll_interval", self.poll_interval, "must be a number of seconds > 0"))
+        problems.extend(filter(None, [poll_interval_problem(self.poll_interval)]))
         if not (only_known and looks_templated([self._conversion_arguments(), self._container_arguments()])):
             try:
                 self.container(self.conversion())
@@ -273,8 +271,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         self.validate()
         conversion = self.conversion()
-        client = self._storage()
-        try:
+        with opened_storage(self.gcp_conn_id) as client:
             reuse, why = reuse_decision(
                 conversion,
                 output_committed=gcs_exists(client, commit_marker_uri(conversion.output.uri)),
@@ -284,9 +281,6 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
             if reuse:
                 return self._announced(context, conversion.result())
             self._require_committed(client, conversion.source)
-        finally:
-            client.close()
-
         manifest = self.render_manifest(context)
         name = manifest["metadata"]["name"]
         self._submit(manifest, self.task_identity(context).key)
@@ -307,39 +301,22 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         """Act on how the Job ended: verify and record the output, or report the failure."""
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
-        name = event["name"]
+        ended = JobEvent.from_payload(event)
+        name = ended.name
         self.holding(JOB, self.namespace, name)
-        status = event.get("status")
-        if status == "timeout":
-            self.released()
-            raise AirflowTaskTimeout(
-                f"Job {self.namespace}/{name} did not finish within execution_timeout ({self.execution_timeout}); "
-                f"it was {'deleted' if event.get('deleted') else 'already gone'}. Last seen: {event.get('message')}"
-            )
-        if status == "error":
-            self.released()
-            raise KubernetesApiError(
-                f"lost track of Job {self.namespace}/{name}: {event.get('message')}. The Job was left running; "
-                f"a retry of this task re-attaches to it. {self._kubectl_hint(name)}"
-            )
-        if status == GONE:
-            self.released()
-            raise WorkloadDeletedError(
-                f"Job {self.namespace}/{name} was deleted before it finished ({event.get('message')}); "
-                "the serving checkpoint may be partial and is not reported"
-            )
+        failure = self._failure(name, ended.outcome) if ended.status == FAILED else None
+        error = job_end_exception(
+            ended, f"Job {self.namespace}/{name}", limit=f"{TASK_LIMIT} ({self.execution_timeout})", failure=failure,
+            lost_hint=f"The Job was left running; a retry of this task re-attaches to it. {self._kubectl_hint(name)}",
+        )
+        if error is not None:  # a failed Job may go once its pods were read; any other end leaves it as it is
+            if failure is not None:
+                self.log.error("%s", failure)
+            self.finished_with(JOB, self.namespace, name, delete=failure is not None and self.delete_on_finish)
+            raise error
         conversion = self.conversion()
-        if status == FAILED:
-            outcome = JobOutcome(FAILED, event.get("reason") or "", event.get("message") or "")
-            message, exit_code, disruption = self._failure(name, outcome)
-            self.log.error("%s", message)
-            self.finished_with(JOB, self.namespace, name, delete=self.delete_on_finish)
-            raise failed_job_exception(message, exit_code=exit_code, disruption=disruption)
-        if status != COMPLETE:
-            raise KubernetesApiError(f"Job {self.namespace}/{name}: unexpected event {event!r}")
         self._log_tail(name)
-        client = self._storage()
-        try:
+        with opened_storage(self.gcp_conn_id) as client:
             if not gcs_exists(client, commit_marker_uri(conversion.output.uri)):
                 self.finished_with(JOB, self.namespace, name, delete=self.delete_on_finish)
                 raise BadSpecError(
@@ -353,8 +330,6 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
                 "converted_at": dt.datetime.now(dt.timezone.utc).isoformat(),
             }
             gcs_write_json(client, conversion.provenance_uri, record)
-        finally:
-            client.close()
         self.log.info(
             "converted step %d (%s) into the serving checkpoint %s",
             conversion.source.step,
@@ -378,11 +353,6 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
             if isinstance(outlet, Asset) and events is not None:
                 events[outlet].extra = dict(result)
         return self.reported(result)
-
-    def _storage(self) -> Any:
-        from pathways_airflow.hooks.storage import storage_client
-
-        return storage_client(self.gcp_conn_id)
 
     def _require_committed(self, client: Any, source: Checkpoint) -> None:
         """Refuse a source step without its commit marker: MaxText fails on it, or converts half of it."""
@@ -422,14 +392,14 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         self.log.info("%s Job %s/%s: %s", verb, self.namespace, name, command_line)
 
     def _wait_deleted(self, name: str) -> None:
-        if self.hook.wait_gone(self.namespace, [(JOB, name)], timeout=DELETE_WAIT_SECONDS, poll=min(1.0, self.poll_interval)):
+        if self.hook.wait_gone(self.namespace, [(JOB, name)], timeout=DELETE_WAIT_SECONDS, poll=deletion_poll(self.poll_interval)):
             raise KubernetesApiError(f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s")
 
     def _pods(self, name: str) -> list[dict[str, Any]]:
         return self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={name}")
 
-    def _failure(self, name: str, outcome: JobOutcome) -> tuple[str, int | None, str | None]:
-        """The message (cause, exit code, last log lines, where to look), the exit code, the disruption."""
+    def _failure(self, name: str, outcome: JobOutcome) -> Exception:
+        """The failed Job's exception: its cause, the exit code, the last log lines, where to look."""
         pod, container, exit_code, disruption = failed_pod(self._pods(name))
         parts = [f"the checkpoint conversion Job {self.namespace}/{name} {outcome.summary()}."]
         if disruption:
@@ -444,7 +414,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
             parts.append("No pod of it was found.")
         if not self.delete_on_finish:
             parts.append(self._kubectl_hint(name))
-        return "\n".join(parts), exit_code, disruption
+        return failed_job_exception("\n".join(parts), exit_code=exit_code, disruption=disruption)
 
     def _log_tail(self, name: str) -> None:
         for pod in self._pods(name)[-1:]:

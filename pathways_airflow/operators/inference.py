@@ -9,12 +9,13 @@ tasks, for DAGs that do their own work against the server in between.
 What is run comes from the pure :mod:`pathways_airflow.spec.serving` and
 :mod:`pathways_airflow.spec.benchmark`, with the engine's own module
 (:mod:`pathways_airflow.spec.engines`) answering every engine-specific question; how the cluster is read is
-the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`; the
-operators only fetch, ask and act. The server's start-up is waited for in the worker (it ends with
-a health check through the API server's service proxy, and a crash is read from the container's
-log). A deferrable benchmark then waits for its Job in the triggerer (``BatchJobTrigger``), which
-deletes the Job and the server if the task is killed meanwhile; ``execute_complete`` reads the
-result and deletes them otherwise.
+the pure :mod:`pathways_airflow.state.serving` and :mod:`pathways_airflow.state.jobs`, and what a
+Job's end means for the task :func:`pathways_airflow.run.outcome.job_end_exception`. The server's
+start-up is waited for in the worker, by :class:`pathways_airflow.hooks.serving.ServingHook`;
+the operators only fetch, ask and act. A deferrable benchmark then waits for its Job in the
+triggerer (``BatchJobTrigger``), which deletes the Job and the server if the task is killed
+meanwhile; ``execute_complete`` reads the result and deletes them otherwise. What a kill deletes
+is what the task holds (:class:`~pathways_airflow.operators.base.ClusterOperator`).
 
 Before a slice is requested, the checkpoint is checked to be committed and the results bucket to
 exist: either mistake would otherwise be found after a restore of up to 20 minutes.
@@ -23,59 +24,37 @@ exist: either mistake would otherwise be found after a restore of up to 20 minut
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
+from airflow.providers.common.compat.sdk import TaskDeferred, conf
 
-from pathways_airflow import well_known
-from pathways_airflow.spec.arguments import looks_templated, namespace_problem
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
+from pathways_airflow.exceptions import BadSpecError, InfrastructureError, UserCodeError
+from pathways_airflow.hooks.serving import ServingHook
+from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, opened_storage, read_object
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
-from pathways_airflow.exceptions import (
-    BadSpecError,
-    InfrastructureError,
-    KubernetesApiError,
-    PathwaysError,
-    UserCodeError,
-    WorkloadDeletedError,
-)
-from pathways_airflow.hooks.changes import look_until
-from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, read_object, storage_client
 from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
-from pathways_airflow.resources import JOB, LEADERWORKERSET, POD, SERVICE, Resource
-from pathways_airflow.state.disruption import pod_disruption
-from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, JobOutcome, job_outcome
-from pathways_airflow.run.messages import benchmark_failed, quoted_container_log, server_crashed, server_timed_out
-from pathways_airflow.state.serving import ServerProgress, first_crash, pod_selectors, server_progress
-from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import check_name_prefix
+from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
+from pathways_airflow.run.outcome import job_end_exception
+from pathways_airflow.spec.arguments import (
+    POLL_INTERVAL_SECONDS, deletion_poll, looks_templated, namespace_problem, poll_interval_problem,
+)
 from pathways_airflow.spec.benchmark import (
-    BENCHMARK_CONTAINER,
-    TASK_LIMIT,
-    BenchmarkRun,
-    build_benchmark,
-    result_metrics,
-    job_deadline,
-    render_benchmark_job,
-    result_object_uri,
+    TASK_LIMIT, BenchmarkRun, build_benchmark, job_deadline, render_benchmark_job, result_metrics, result_object_uri,
     results_uri_problem,
 )
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.engines import DEFAULT_ENGINE, engine_named
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+from pathways_airflow.spec.names import check_name_prefix
 from pathways_airflow.spec.serving import (
-    DEFAULT_STARTUP_SECONDS,
-    InferenceServer,
-    ServingNames,
-    build_server,
-    render_leaderworkerset,
-    render_service,
-    serving_names,
+    DEFAULT_STARTUP_SECONDS, InferenceServer, ServingNames, build_server, render_leaderworkerset, render_service, serving_names,
 )
+from pathways_airflow.state.jobs import FAILED, GONE, JobEvent, job_outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -95,43 +74,18 @@ def _placement_problems(namespace: Any, name_prefix: Any) -> list[SpecProblem]:
 # --- the shared imperative shell ---------------------------------------------------------------
 
 _SERVER_FIELDS = (
-    "checkpoint",
-    "model_name",
-    "topology",
-    "pathways_dir",
-    "tpu",
-    "machine_type",
-    "hf_model",
-    "pathways",
-    "image",
-    "http_image",
-    "pathways_version",
-    "config",
-    "server_args",
-    "env",
-    "image_pull_policy",
-    "node_selector",
+    "checkpoint", "model_name", "topology", "pathways_dir", "tpu", "machine_type", "hf_model", "pathways", "image",
+    "http_image", "pathways_version", "config", "server_args", "env", "image_pull_policy", "node_selector",
     "service_account_name",
 )
-_SERVING_TEMPLATE_FIELDS = (
-    "engine",
-    *_SERVER_FIELDS,
-    "startup_timeout",
-    "namespace",
-    "name_prefix",
-    *CLUSTER_TEMPLATE_FIELDS,
-)
+"""What :meth:`_InferenceServerOperator.server` is built from."""
+_SERVING_TEMPLATE_FIELDS = ("engine", *_SERVER_FIELDS, "startup_timeout", "namespace", "name_prefix", *CLUSTER_TEMPLATE_FIELDS)
 
 
 class _InferenceServerOperator(ClusterOperator):
     """Deploying, watching and deleting one task's server, whatever its engine (shared by the operators below)."""
 
-    template_fields_renderers = {
-        "env": "json",
-        "server_args": "py",
-        "node_selector": "json",
-        "checkpoint": "json",
-    }
+    template_fields_renderers = {"env": "json", "server_args": "py", "node_selector": "json", "checkpoint": "json"}
     ui_color = "#b3e5fc"
 
     def __init__(
@@ -159,7 +113,7 @@ class _InferenceServerOperator(ClusterOperator):
         verify_checkpoint: bool = True,
         namespace: str = "default",
         name_prefix: str | None = None,
-        poll_interval: float = 10.0,
+        poll_interval: float = POLL_INTERVAL_SECONDS["server"],
         cleanup_timeout: float = 300.0,
         **kwargs: Any,
     ) -> None:
@@ -188,9 +142,6 @@ class _InferenceServerOperator(ClusterOperator):
         self.name_prefix = name_prefix
         self.poll_interval = poll_interval
         self.cleanup_timeout = cleanup_timeout
-        self._created: list[tuple[Resource, str, str]] = []
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
 
     # --- pure questions ------------------------------------------------------------------------
 
@@ -215,11 +166,7 @@ class _InferenceServerOperator(ClusterOperator):
                 self.server()
             except InvalidWorkloadSpec as error:
                 problems.extend(error.problems)
-        if not isinstance(self.poll_interval, (int, float)) or self.poll_interval <= 0:
-            problems.append(
-                SpecProblem("poll_interval", self.poll_interval, "must be a number of seconds > 0")
-            )
-        return problems
+        return [*problems, *filter(None, [poll_interval_problem(self.poll_interval)])]
 
     def validate(self, *, only_known: bool = False) -> None:
         """Raise ``InvalidWorkloadSpec`` (a ``ValueError``) for anything that must not be deployed."""
@@ -261,23 +208,17 @@ class _InferenceServerOperator(ClusterOperator):
 
     # --- acting --------------------------------------------------------------------------------
 
-    def _check_stopped(self) -> None:
-        if self._stopped.is_set():
-            raise PathwaysError(f"{self.task_id} was stopped; what it created is being deleted")
+    @property
+    def serving(self) -> ServingHook:
+        return ServingHook(self.hook, self.namespace, log=self.log, on_gke=bool(self.cluster_name))
 
     def _create(self, manifest: Mapping[str, Any], context: Context) -> dict[str, Any]:
-        """Create (or adopt this task's own earlier) object, and remember it for deletion."""
-        self._check_stopped()
-        identity = task_identity(self, context)
-        adoption = self.hook.create_or_adopt(manifest, identity.key)
-        meta = manifest["metadata"]
-        resource = {"LeaderWorkerSet": LEADERWORKERSET, "Service": SERVICE, "Job": JOB}[manifest["kind"]]
-        with self._lock:
-            self._created.append((resource, meta["namespace"], meta["name"]))
-        verb = "created" if adoption.created else "adopted this task's existing"
-        self.log.info("%s %s %s/%s", verb, manifest["kind"], meta["namespace"], meta["name"])
-        self._check_stopped()
-        return adoption.obj
+        """Create (or adopt this task's own earlier) object, held for deletion from then on."""
+        self.raise_if_stopped()
+        resource, obj = self.serving.create_or_adopt(manifest, task_identity(self, context).key)
+        self.holding(resource, self.namespace, manifest["metadata"]["name"])
+        self.raise_if_stopped()
+        return obj
 
     def _preflight(self, server: InferenceServer, results_uri: str | None = None) -> None:
         """Refuse before any TPU is requested: an uncommitted checkpoint, a missing results bucket.
@@ -285,15 +226,13 @@ class _InferenceServerOperator(ClusterOperator):
         Only what is known to be missing refuses; a look the Google connection is not permitted
         to make is warned about and skipped (the server's own identity may read what it cannot).
         """
-        client = storage_client(self.gcp_conn_id)
-        try:
+        with opened_storage(self.gcp_conn_id) as client:
             if self.verify_checkpoint and server.load_parameters_path:
                 marker = commit_marker_uri(step_dir_of(server.load_parameters_path))
                 committed = object_exists_if_permitted(client, marker)
                 if committed is None:
                     self.log.warning(
-                        "cannot read %s (permission denied); not checking that the checkpoint is committed",
-                        marker,
+                        "cannot read %s (permission denied); not checking that the checkpoint is committed", marker
                     )
                 elif not committed:
                     raise BadSpecError(
@@ -312,171 +251,52 @@ class _InferenceServerOperator(ClusterOperator):
                         f"results_uri={results_uri!r}: bucket {bucket!r} does not exist (or is not visible to "
                         f"gcp_conn_id={self.gcp_conn_id!r}); the benchmark could not save its result"
                     )
-        finally:
-            client.close()
 
-    def _deploy(self, context: Context, server: InferenceServer, names: ServingNames) -> None:
+    def _serve(self, context: Context, server: InferenceServer, names: ServingNames) -> None:
+        """Create or adopt the server's objects, and wait until it serves."""
         for manifest in self._server_objects(context, server, names):
             self._create(manifest, context)
-
-    def _wait_until_serving(self, names: ServingNames, server: InferenceServer) -> None:
-        """Until the LeaderWorkerSet is Available and the engine's health check answers 200 through the Service.
-
-        A crash of the engine's server container fails at once with its exit code and log; running out of
-        ``startup_timeout`` fails with the leader's last log lines.
-        """
-        started = time.monotonic()
-        deadline = started + server.startup_seconds
-        seen: dict[str, Any] = {"summary": None, "leaders": []}
-
-        def step(lws: dict[str, Any] | None) -> ServerProgress | None:
-            pods = (
-                self.hook.list(POD, self.namespace, label_selector=f"{well_known.LWS_NAME}={names.lws}")
-                if lws
-                else []
-            )
-            progress = server_progress(lws, pods, server.engine.container)
-            if lws is None:
-                raise WorkloadDeletedError(
-                    f"LeaderWorkerSet {self.namespace}/{names.lws} was deleted while the server started"
-                )
-            if progress.summary != seen["summary"]:
-                self.log.info("%s: %s (%.0fs)", names.lws, progress.summary, time.monotonic() - started)
-                seen["summary"] = progress.summary
-            if progress.leader_uid and progress.leader_uid not in seen["leaders"]:
-                seen["leaders"].append(progress.leader_uid)
-                if len(seen["leaders"]) > 1:
-                    self.log.warning(
-                        "%s: the group was recreated (%d leaders so far)", names.lws, len(seen["leaders"])
-                    )
-            if progress.crash is not None:
-                crash = progress.crash
-                quoted = self._quoted(crash.pod, crash.container, previous=crash.restarted)
-                raise server_crashed(self.namespace, names.lws, crash, quoted)
-            if progress.available and self._healthy(names, server.engine):
-                return progress
-            return None
-
-        serving = look_until(
-            self.hook, LEADERWORKERSET, self.namespace, names.lws, step,
-            deadline=deadline, interval=self.poll_interval, before_look=self._check_stopped,
-        )
-        if serving is None:
-            quoted = self._quoted(f"{names.lws}-0", server.engine.container)
-            raise server_timed_out(
-                self.namespace, names.lws, server.startup_seconds, seen["summary"], len(seen["leaders"]), quoted
-            )
-        self.log.info(
-            "%s serves %s with %s (after %.0fs)",
-            names.service,
-            server.hf_model or server.model_name,
-            server.engine.name,
-            time.monotonic() - started,
-        )
-
-    def _healthy(self, names: ServingNames, engine: Engine) -> bool:
-        """Does the engine's health check answer 200 through the service proxy? "Still loading"
-        answers are no; any other error status (403: no ``services/proxy``) is raised."""
-        status, reason = self.hook.service_get_status(self.namespace, names.service, engine.http_port, engine.health_path)
-        if status == 200:
-            return True
-        if status in engine.not_yet_serving:
-            return False
-        raise KubernetesApiError(f"GET {engine.health_path} of {self.namespace}/{names.service}: HTTP {status} {reason}")
-
-    def _quoted(self, pod: str, container: str, *, previous: bool = False) -> str:
-        """The container's last log lines (of its run before the last restart with ``previous``, if any)."""
-        lines = self.hook.read_log_tail(self.namespace, pod, container, previous=True) if previous else []
-        lines = lines or self.hook.read_log_tail(self.namespace, pod, container)
-        return quoted_container_log(lines, pod, container, on_gke=bool(self.cluster_name))
-
-    def _delete_created(self, *, wait: bool) -> None:
-        """Delete every object this task created or adopted; with ``wait``, until their pods are gone.
-
-        Errors are logged, not raised, once the first delete has been tried for each object, so one
-        failure never leaves the others behind.
-        """
-        with self._lock:
-            created, self._created = list(reversed(self._created)), []
-        errors = []
-        for resource, namespace, name in created:
-            try:
-                if self.hook.delete(resource, namespace, name):
-                    self.log.info("deleted %s %s/%s", resource.kind, namespace, name)
-            except Exception as error:
-                errors.append(f"{resource.kind} {namespace}/{name}: {error}")
-                self.log.error("could not delete %s %s/%s: %s", resource.kind, namespace, name, error)
-        if wait and created:
-            self._wait_gone(created)
-        if errors:
-            raise KubernetesApiError("could not delete " + "; ".join(errors))
-
-    def _wait_gone(self, objects: Sequence[tuple[Resource, str, str]]) -> None:
-        """Until the objects and their pods are gone (the TPUs are free), at most ``cleanup_timeout``."""
-        targets = [(resource, name) for resource, _, name in objects]
-        remaining = self.hook.wait_gone(
-            self.namespace,
-            targets,
-            pod_selectors(targets),
-            timeout=self.cleanup_timeout,
-            poll=min(self.poll_interval, 2.0),
-        )
-        if remaining:
-            self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
-        else:
-            self.log.info("deleted objects and their pods are gone")
+        self.serving.wait_until_serving(names, server, interval=self.poll_interval, before_look=self.raise_if_stopped)
 
     @contextlib.contextmanager
     def _torn_down(self, *, keep_on_success: bool = False) -> Iterator[None]:
-        """Delete what the task created when the block ends, and wait for the pods to go: always
+        """Delete what the task holds when the block ends, and wait for the pods to go: always
         after a failure, after success unless ``keep_on_success`` (a setup task's server). Not when
         the task defers: the trigger then holds the objects until ``execute_complete``."""
-        self._deferring = False
-        succeeded = False
         try:
             yield
-            succeeded = True
-        finally:
-            if self._deferring or (succeeded and keep_on_success):
-                with self._lock:
-                    self._created = []
-            else:
-                try:
-                    self._delete_created(wait=True)
-                except Exception:
-                    if succeeded:
-                        raise
-                    self.log.exception("cleanup after the failure did not finish")
+        except TaskDeferred:
+            self.released()
+            raise
+        except BaseException:
+            try:
+                self._tear_down()
+            except Exception:
+                self.log.exception("cleanup after the failure did not finish")
+            raise
+        if keep_on_success:
+            self.released()
+        else:
+            self._tear_down()
 
-    def on_kill(self) -> None:
-        """The task was killed or timed out: stop waiting and delete what it created."""
-        self._stopped.set()
-        self.log.info("%s stopped: deleting what it created", self.task_id)
-        self._delete_created(wait=False)
+    def _tear_down(self) -> None:
+        """Delete every object the task holds, the newest first, and wait until their pods are gone."""
+        held = self.released()
+        try:
+            self.delete_each(reversed(held))
+        finally:
+            if held:
+                objects = [(resource, name) for resource, _, name in reversed(held)]
+                self.serving.wait_gone(objects, timeout=self.cleanup_timeout, poll=deletion_poll(self.poll_interval))
 
 
 # --- the operators -------------------------------------------------------------------------------
 
 
 _BENCHMARK_FIELDS = (
-    "engine",
-    "model_name",
-    "hf_model",
-    "dataset",
-    "num_prompts",
-    "request_rate",
-    "max_output_length",
-    "dataset_path",
-    "tokenizer",
-    "max_concurrency",
-    "benchmark_args",
-    "benchmark_image",
-    "benchmark_script",
-    "benchmark_env",
-    "benchmark_timeout",
-    "image",
-    "image_pull_policy",
-    "service_account_name",
+    "engine", "model_name", "hf_model", "dataset", "num_prompts", "request_rate", "max_output_length", "dataset_path",
+    "tokenizer", "max_concurrency", "benchmark_args", "benchmark_image", "benchmark_script", "benchmark_env",
+    "benchmark_timeout", "image", "image_pull_policy", "service_account_name",
 )
 """What :meth:`InferenceBenchmarkOperator.benchmark` is built from."""
 
@@ -532,25 +352,12 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_SERVING_TEMPLATE_FIELDS,
-        "num_prompts",
-        "request_rate",
-        "max_output_length",
-        "dataset",
-        "dataset_path",
-        "tokenizer",
-        "max_concurrency",
-        "benchmark_args",
-        "results_uri",
-        "benchmark_image",
-        "benchmark_script",
-        "benchmark_env",
-        "benchmark_timeout",
+        *_SERVING_TEMPLATE_FIELDS, "num_prompts", "request_rate", "max_output_length", "dataset", "dataset_path",
+        "tokenizer", "max_concurrency", "benchmark_args", "results_uri", "benchmark_image", "benchmark_script",
+        "benchmark_env", "benchmark_timeout",
     )
     template_fields_renderers = {
-        **_InferenceServerOperator.template_fields_renderers,
-        "benchmark_args": "py",
-        "benchmark_env": "json",
+        **_InferenceServerOperator.template_fields_renderers, "benchmark_args": "py", "benchmark_env": "json"
     }
     lineage_rule = benchmark_rule
 
@@ -633,10 +440,12 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
     def render_manifests(self, context: Context | None = None) -> list[dict[str, Any]]:
         """The LeaderWorkerSet, Service and benchmark Job exactly as they would be applied (a dry run)."""
         manifests = self.server_manifests(context)
-        names = self.names(context)
+        return [*manifests, self._benchmark_job(context, self.benchmark(), self.names(context))]
+
+    def _benchmark_job(self, context: Context | None, run: BenchmarkRun, names: ServingNames) -> dict[str, Any]:
         labels, annotations = self._labels(context)
-        job = render_benchmark_job(
-            self.benchmark(),
+        return render_benchmark_job(
+            run,
             name=names.job,
             namespace=self.namespace,
             service=names.service,
@@ -644,18 +453,17 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             labels=labels,
             annotations=annotations,
         )
-        return [*manifests, job]
 
     def execute(self, context: Context) -> dict[str, Any]:
         self.validate()
         server, run, names = self.server(), self.benchmark(), self.names(context)
-        result_uri = self.result_uri(names)
-        self._preflight(server, result_uri)
+        self._preflight(server, self.result_uri(names))
         with self._torn_down():
-            self._deploy(context, server, names)
-            self._wait_until_serving(names, server)
-            self._start_benchmark(context, run, names, result_uri)
-            deadline, limit = self._job_deadline(context, run)
+            self._serve(context, server, names)
+            self._start_benchmark(context, run, names)
+            deadline, limit = job_deadline(
+                time.time(), run.timeout_seconds, self.deadline(context), f"{TASK_LIMIT} ({self.execution_timeout})"
+            )
             from pathways_airflow.triggers.job import BatchJobTrigger
 
             trigger = BatchJobTrigger(
@@ -667,11 +475,10 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
                 also_delete=[{"kind": LEADERWORKERSET.kind, "name": names.lws}, {"kind": SERVICE.kind, "name": names.service}],
             )
             if self.deferrable:
-                self._deferring = True
                 self.defer(trigger=trigger, method_name="execute_complete", kwargs={"limit": limit})
             event = first_event_here(trigger)
-            self._check_stopped()
-            return self._benchmark_result(event, names, result_uri, limit)
+            self.raise_if_stopped()
+            return self._benchmark_result(event, names, limit)
 
     def execute_complete(
         self, context: Context, event: dict[str, Any] | None = None, limit: str = ""
@@ -680,90 +487,46 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
         names = self.names(context)
-        with self._lock:
-            self._created = [
-                (LEADERWORKERSET, self.namespace, names.lws),
-                (SERVICE, self.namespace, names.service),
-                (JOB, self.namespace, names.job),
-            ]
+        for resource, name in ((LEADERWORKERSET, names.lws), (SERVICE, names.service), (JOB, names.job)):
+            self.holding(resource, self.namespace, name)
         with self._torn_down():
-            return self._benchmark_result(event, names, self.result_uri(names), limit)
+            return self._benchmark_result(event, names, limit)
 
-    def _job_deadline(self, context: Context, run: BenchmarkRun) -> tuple[float, str]:
-        return job_deadline(time.time(), run.timeout_seconds, self.deadline(context), f"{TASK_LIMIT} ({self.execution_timeout})")
-
-    def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames, result_uri: str) -> None:
+    def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames) -> None:
         """Create the Job, or adopt this task's running or finished one; replace a failed one."""
-        labels, annotations = self._labels(context)
-        manifest = render_benchmark_job(
-            run,
-            name=names.job,
-            namespace=self.namespace,
-            service=names.service,
-            result_uri=result_uri,
-            labels=labels,
-            annotations=annotations,
-        )
+        manifest = self._benchmark_job(context, run, names)
         stale = job_outcome(self._create(manifest, context))
         if stale.status in (FAILED, GONE):
             self.log.info("%s from an earlier try of this task is %s; running it again", names.job, stale.summary())
             self.hook.delete(JOB, self.namespace, names.job)
-            with self._lock:
-                self._created = [c for c in self._created if not (c[0] is JOB and c[2] == names.job)]
-            if self.hook.wait_gone(
-                self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=min(self.poll_interval, 1.0)
-            ):
+            self.released(JOB, self.namespace, names.job)
+            poll = deletion_poll(self.poll_interval)
+            if self.hook.wait_gone(self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=poll):
                 raise InfrastructureError(
                     f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try is still being deleted"
                 )
             self._create(manifest, context)
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
-            names.service,
-            run.engine.benchmark_port,
-            run.num_prompts,
-            run.request_rate,
-            run.max_output_length,
+            names.service, run.engine.benchmark_port, run.num_prompts, run.request_rate, run.max_output_length,
         )
 
-    def _benchmark_result(
-        self, event: Mapping[str, Any], names: ServingNames, result_uri: str, limit: str
-    ) -> dict[str, Any]:
+    def _benchmark_result(self, payload: Mapping[str, Any], names: ServingNames, limit: str) -> dict[str, Any]:
         """The metrics of a Job that completed; the failure's exception for any other end."""
-        status, where = event.get("status"), f"benchmark Job {self.namespace}/{names.job}"
-        if status == "timeout":
-            error = AirflowTaskTimeout if limit.startswith(TASK_LIMIT) else InfrastructureError
-            raise error(f"{where} did not finish within {limit or 'its deadline'}")
-        if status == "error":
-            raise KubernetesApiError(f"lost track of {where}: {event.get('message')}")
-        if status == GONE:
-            raise WorkloadDeletedError(f"{where} was deleted while it ran")
-        pods = self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={names.job}")
-        if status == FAILED:
-            crash = first_crash(pods, BENCHMARK_CONTAINER)
-            disruption = next((d for d in (pod_disruption(p) for p in pods) if d is not None), None)
-            quoted = self._quoted(crash.pod, crash.container) if crash else ""
-            raise benchmark_failed(self.namespace, names.job, JobOutcome.from_event(event), crash, disruption, quoted)
-        if status != COMPLETE:
-            raise KubernetesApiError(f"{where}: unexpected event {dict(event)!r}")
-        for pod in pods:
-            lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], BENCHMARK_CONTAINER)
-            if lines:
-                self.log.info("benchmark output:\n%s", "\n".join(lines))
-                break
-        engine = self.serving_engine()
-        return self.reported({**self._read_result(result_uri, engine), "result_uri": result_uri, "engine": engine.name})
-
-    def _read_result(self, result_uri: str, engine: Engine) -> dict[str, Any]:
-        client = storage_client(self.gcp_conn_id)
-        try:
+        event = JobEvent.from_payload(payload)
+        failure = self.serving.benchmark_failure(names.job, event.outcome) if event.status == FAILED else None
+        error = job_end_exception(event, f"benchmark Job {self.namespace}/{names.job}", limit=limit, failure=failure)
+        if error is not None:
+            raise error
+        self.serving.log_benchmark_output(names.job)
+        engine, result_uri = self.serving_engine(), self.result_uri(names)
+        with opened_storage(self.gcp_conn_id) as client:
             data = read_object(client, result_uri)
-        finally:
-            client.close()
         try:
-            return result_metrics(data, engine, result_uri)
-        except ValueError as error:
-            raise UserCodeError(str(error)) from None
+            metrics = result_metrics(data, engine, result_uri)
+        except ValueError as unreadable:
+            raise UserCodeError(str(unreadable)) from None
+        return self.reported({**metrics, "result_uri": result_uri, "engine": engine.name})
 
 
 class DeployInferenceServerOperator(_InferenceServerOperator):
@@ -788,8 +551,7 @@ class DeployInferenceServerOperator(_InferenceServerOperator):
         server, names = self.server(), self.names(context)
         self._preflight(server)
         with self._torn_down(keep_on_success=True):
-            self._deploy(context, server, names)
-            self._wait_until_serving(names, server)
+            self._serve(context, server, names)
         return {
             "name": names.lws,
             "service": names.service,

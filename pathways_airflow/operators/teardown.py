@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
+from pathways_airflow.hooks.serving import ServingHook
 from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE, Resource
 from pathways_airflow.spec.arguments import looks_templated, namespace_problem
@@ -16,7 +17,6 @@ from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE, TASK_KEY_LABEL, TaskIdentity
 from pathways_airflow.spec.serving import names_for
 from pathways_airflow.spec.workload import optional_text
-from pathways_airflow.state.serving import pod_selectors
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -118,21 +118,11 @@ class TeardownInferenceServerOperator(ClusterOperator):
     def execute(self, context: Context) -> list[str]:
         self.validate()
         targets = self.targets(context)
-        deleted = []
-        for resource, name in targets:
-            if self.hook.delete(resource, self.namespace, name):
-                deleted.append(f"{resource.kind}/{name}")
-                self.log.info("deleted %s %s/%s", resource.kind, self.namespace, name)
-        if not deleted:
-            self.log.info("nothing to delete: the server is already gone")
-            return deleted
-        remaining = self.hook.wait_gone(
-            self.namespace, targets, pod_selectors(targets), timeout=self.cleanup_timeout, poll=1.0
-        )
-        if remaining:
-            self.log.warning("still terminating after %.0fs: %s", self.cleanup_timeout, ", ".join(remaining))
+        deleted = self.delete_each((resource, self.namespace, name) for resource, name in targets)
+        if deleted:
+            ServingHook(self.hook, self.namespace, log=self.log).wait_gone(targets, timeout=self.cleanup_timeout)
         else:
-            self.log.info("%s and their pods are gone", ", ".join(deleted))
+            self.log.info("nothing to delete: the server is already gone")
         return deleted
 
 

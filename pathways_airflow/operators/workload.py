@@ -466,6 +466,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
             # the next try the attempt to submit, the checkpoint to resume from, and this disruption
             self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
         delete_making_room(self.hook, workload_resource(self.backend), self.namespace, submission.name)
+        self.released(workload_resource(self.backend), self.namespace, submission.name)
         submission = submission.deleted(time.time())
         if exhausted:
             raise DisruptionBudgetExhausted(
@@ -486,8 +487,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         from pathways_airflow.state.slices import slice_readiness, slice_request
 
         request = slice_request(topology=self.topology, tpu=self.tpu, machine_type=self.machine_type, num_slices=int(self.num_slices))
-        verdict = slice_readiness(self.hook.list_nodes(), request, now=time.time())
-        self.log.info("slices before resubmitting: %s", verdict.summary())
+        self.log.info("slices before resubmitting: %s", slice_readiness(self.hook.list_nodes(), request, now=time.time()).summary())
 
     def _complete(
         self,

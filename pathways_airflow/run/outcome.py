@@ -28,8 +28,10 @@ from pathways_airflow.exceptions import (
     WorkloadDeletedError,
     WorkloadEndedError,
 )
+from pathways_airflow.spec.benchmark import TASK_LIMIT
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
+from pathways_airflow.state.jobs import COMPLETE, ERROR, FAILED, GONE, TIMEOUT, JobEvent
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
 from pathways_airflow.run.progress import seconds_recomputed, steps_recomputed
 from pathways_airflow.run.records import Disruption, Submission, WorkloadEvent
@@ -206,3 +208,31 @@ def failed_job_exception(
     if disruption is None and exit_code not in (None, 0) and exit_code not in system_exit_codes:
         return UserCodeError(message, exit_code=exit_code)
     return InfrastructureError(message)
+
+
+def job_end_exception(
+    event: JobEvent, where: str, *, limit: str, failure: Exception | None = None, lost_hint: str = ""
+) -> Exception | None:
+    """What the end of a wait on a batch Job means for its task: ``None`` when the Job completed
+    (its result is read next), else the exception to raise.
+
+    ``failure``: a failed Job's exception, worded from its pods by :func:`failed_job_exception`.
+    ``limit``: the deadline the wait had; running out of the task's ``execution_timeout`` is
+    Airflow's own timeout, of the Job's own deadline the system's (a retry may finish).
+    ``lost_hint``: what a wait that lost track leaves behind, and where to look.
+    """
+    if event.status == COMPLETE:
+        return None
+    if event.status == FAILED:
+        return failure or failed_job_exception(f"{where} {event.outcome.summary()}", exit_code=None, disruption=None)
+    if event.status == TIMEOUT:
+        error = AirflowTaskTimeout if limit.startswith(TASK_LIMIT) else InfrastructureError
+        left = "deleted" if event.deleted else "already gone"
+        return error(f"{where} did not finish within {limit or 'its deadline'}; it was {left}. Last seen: {event.message}")
+    if event.status == ERROR:
+        return KubernetesApiError(f"lost track of {where}: {event.message}" + (f". {lost_hint}" if lost_hint else ""))
+    if event.status == GONE:
+        return WorkloadDeletedError(
+            f"{where} was deleted before it finished ({event.message}); what it wrote may be partial and is not reported"
+        )
+    return KubernetesApiError(f"{where}: unexpected event {event.to_payload()!r}")

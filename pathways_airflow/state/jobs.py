@@ -2,7 +2,8 @@
 
 A checkpoint conversion and an inference benchmark are both plain Jobs, waited on in a worker or
 in the triggerer (:class:`pathways_airflow.triggers.job.BatchJobTrigger`); all of those waits read
-a Job with :func:`job_outcome`, so they end at the same moment and report the same cause.
+a Job with :func:`job_outcome`, so they end at the same moment and report the same cause, and
+hand it to the task as one :class:`JobEvent`.
 
 The rule follows kubernetes/api ``batch/v1/types.go`` (``JobStatus.Conditions`` and
 ``JobConditionType``): a Job is finished when it has the terminal condition ``Complete`` or
@@ -25,6 +26,10 @@ COMPLETE = "complete"
 FAILED = "failed"
 GONE = "gone"
 OUTCOMES = (RUNNING, COMPLETE, FAILED, GONE)
+TIMEOUT = "timeout"
+"""A wait's end of its own: the task's deadline passed first (the Job was deleted then)."""
+ERROR = "error"
+"""A wait's end of its own: the API kept failing, so the Job's end is unknown."""
 
 
 @dataclass(frozen=True)
@@ -48,19 +53,50 @@ class JobOutcome:
         return f"{self.status} ({detail})" if detail else self.status
 
     def to_event(self, name: str, namespace: str) -> dict[str, Any]:
-        """The event payload both waits (worker and triggerer) hand to ``execute_complete``."""
-        return {
-            "status": self.status,
-            "name": name,
-            "namespace": namespace,
-            "reason": self.reason,
-            "message": self.message,
-        }
+        """The payload of the :class:`JobEvent` that says the Job ended so."""
+        return JobEvent(self.status, name, namespace, self.reason, self.message).to_payload()
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> "JobOutcome":
         """The outcome an event of :meth:`to_event` carries."""
-        return cls(str(event.get("status") or ""), event.get("reason") or "", event.get("message") or "")
+        return JobEvent.from_payload(event).outcome
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """How a wait on a Job ended, as its trigger hands it to the task (in the worker or the triggerer).
+
+    ``status`` is the Job's end (``complete``, ``failed``, ``gone``: :class:`JobOutcome`) or the
+    wait's own: :data:`TIMEOUT` (``deleted``: the Job was deleted then) or :data:`ERROR`. The
+    payload keeps the keys events have always had, no more, so a task deferred before an upgrade
+    reads the event of its trigger after it.
+    """
+
+    status: str
+    name: str
+    namespace: str
+    reason: str = ""
+    message: str = ""
+    deleted: bool = False
+
+    @property
+    def outcome(self) -> JobOutcome:
+        return JobOutcome(self.status, self.reason, self.message)
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"status": self.status, "name": self.name, "namespace": self.namespace}
+        if self.status in OUTCOMES:
+            payload["reason"] = self.reason
+        payload["message"] = self.message
+        if self.status == TIMEOUT:
+            payload["deleted"] = self.deleted
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> "JobEvent":
+        """Lenient: a key an older trigger did not send takes its default."""
+        fields = ("status", "name", "namespace", "reason", "message")
+        return cls(*(str(payload.get(key) or "") for key in fields), deleted=bool(payload.get("deleted")))
 
 
 def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:

@@ -1,5 +1,5 @@
-"""Where a serving engine's start-up stands, read from its LeaderWorkerSet and pods, and how a
-failed start or benchmark is reported (which exception, with what to read). Pure.
+"""Where a serving engine's start-up stands, read from its LeaderWorkerSet and pods, and which of
+a Job's pods crashed; how either failure is worded is :mod:`pathways_airflow.run.messages`. Pure.
 
 The LeaderWorkerSet's ``Available`` condition and the ``leaderworkerset.sigs.k8s.io/worker-index``
 label follow kubernetes-sigs/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``; pod phases,

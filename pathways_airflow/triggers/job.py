@@ -26,18 +26,22 @@ from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.resources import BY_KIND, JOB
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 from pathways_airflow.spec.names import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from pathways_airflow.state.jobs import COMPLETE, FAILED, GONE, OUTCOMES, RUNNING, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import (
+    COMPLETE, ERROR, FAILED, GONE, OUTCOMES, RUNNING, TIMEOUT, JobEvent, JobOutcome, job_outcome,
+)
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.pruning import pruned_to_name
 from pathways_airflow.triggers.watch import Subscription, shared_watch, spread, wait_for_change
 
-DEFAULT_POLL_INTERVAL = 10.0
 MAX_CONSECUTIVE_FAILURES = 10
 
-__all__ = ["BatchJobTrigger", "COMPLETE", "FAILED", "GONE", "OUTCOMES", "RUNNING", "JobOutcome", "job_outcome"]
-"""The trigger, and the Job-outcome names its events carry (defined in :mod:`pathways_airflow.state.jobs`)."""
+__all__ = [
+    "BatchJobTrigger", "COMPLETE", "ERROR", "FAILED", "GONE", "OUTCOMES", "RUNNING", "TIMEOUT", "JobEvent", "JobOutcome", "job_outcome",
+]
+"""The trigger, its event and the statuses it carries (defined in :mod:`pathways_airflow.state.jobs`)."""
 
 OUR_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 """The Jobs the shared watch follows: the ones this provider's operators create."""
@@ -49,9 +53,9 @@ OUR_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 class BatchJobTrigger(KillableTrigger):
     """Yield one event once Job ``namespace/name`` has finished, or the deadline has passed.
 
-    Events: ``{"status": "complete" | "failed" | "gone", "name", "namespace", "reason",
-    "message"}``; ``{"status": "timeout", ..., "deleted": bool}`` after ``deadline`` (epoch
-    seconds); ``{"status": "error", ..., "message"}`` when the API kept failing.
+    Events are :class:`~pathways_airflow.state.jobs.JobEvent` payloads: the Job's outcome
+    (``complete``, ``failed``, ``gone``), ``timeout`` after ``deadline`` (epoch seconds), or
+    ``error`` when the API kept failing.
 
     ``also_delete`` (``[{"kind": "LeaderWorkerSet", "name": ...}, ...]`` in ``namespace``) is
     what the task created besides the Job; killing the deferred task deletes it too.
@@ -63,7 +67,7 @@ class BatchJobTrigger(KillableTrigger):
         name: str,
         namespace: str,
         target: dict[str, Any],
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        poll_interval: float = POLL_INTERVAL_SECONDS["job"],
         deadline: float | None = None,
         max_failures: int = MAX_CONSECUTIVE_FAILURES,
         also_delete: list[dict[str, str]] | None = None,
@@ -107,9 +111,7 @@ class BatchJobTrigger(KillableTrigger):
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure
             self.log.exception("waiting for Job %s/%s failed", self.namespace, self.name)
-            yield TriggerEvent(
-                {"status": "error", "name": self.name, "namespace": self.namespace, "message": f"{type(error).__name__}: {error}"}
-            )
+            yield self._event(ERROR, message=f"{type(error).__name__}: {error}")
 
     async def _poll(self) -> AsyncIterator[TriggerEvent]:
         watch = shared_watch(self.cluster, JOB, self.namespace, OUR_JOBS, prune=pruned_to_name)
@@ -139,14 +141,7 @@ class BatchJobTrigger(KillableTrigger):
                     self.namespace, self.name, failures, self.max_failures, message,
                 )
                 if failures >= self.max_failures:
-                    yield TriggerEvent(
-                        {
-                            "status": "error",
-                            "name": self.name,
-                            "namespace": self.namespace,
-                            "message": f"{failures} reads in a row failed; the last: {message}",
-                        }
-                    )
+                    yield self._event(ERROR, message=f"{failures} reads in a row failed; the last: {message}")
                     return
             else:
                 try:
@@ -157,7 +152,7 @@ class BatchJobTrigger(KillableTrigger):
                     failures += 1
                     self.log.warning("Job %s/%s: unreadable answer (%d of %d in a row): %r", self.namespace, self.name, failures, self.max_failures, error)
                     if failures >= self.max_failures:
-                        yield TriggerEvent({"status": "error", "name": self.name, "namespace": self.namespace, "message": f"{failures} unreadable answers in a row; the last: {error!r}"})
+                        yield self._event(ERROR, message=f"{failures} unreadable answers in a row; the last: {error!r}")
                         return
                     await asyncio.sleep(self.poll_interval)
                     continue
@@ -172,15 +167,7 @@ class BatchJobTrigger(KillableTrigger):
             remaining = None if self.deadline is None else self.deadline - time.time()
             if remaining is not None and remaining <= 0:
                 deleted = await self._delete("the task's execution_timeout passed")
-                yield TriggerEvent(
-                    {
-                        "status": "timeout",
-                        "name": self.name,
-                        "namespace": self.namespace,
-                        "message": last_line,
-                        "deleted": deleted,
-                    }
-                )
+                yield self._event(TIMEOUT, message=last_line, deleted=deleted)
                 return
             pause = spread(self.poll_interval) if remaining is None else max(0.0, min(self.poll_interval, remaining))
             if failures:
@@ -188,8 +175,12 @@ class BatchJobTrigger(KillableTrigger):
             else:
                 await wait_for_change([changed], pause)
 
+    def _event(self, status: str, **fields: Any) -> TriggerEvent:
+        return TriggerEvent(JobEvent(status, self.name, self.namespace, **fields).to_payload())
+
     async def _delete(self, why: str) -> bool:
-        return await self._delete_one({"kind": JOB.kind, "name": self.name}, why)
+        self.log.info("deleting Job %s/%s: %s", self.namespace, self.name, why)
+        return await self.hook.delete(JOB, self.namespace, self.name, propagation="Foreground")
 
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on and
@@ -201,8 +192,3 @@ class BatchJobTrigger(KillableTrigger):
         await asyncio.gather(
             *(delete_outliving_the_caller(self.cluster, BY_KIND[i["kind"]], self.namespace, i["name"], why) for i in items)
         )
-
-    async def _delete_one(self, item: dict[str, str], why: str) -> bool:
-        resource = BY_KIND[item["kind"]]
-        self.log.info("deleting %s %s/%s: %s", resource.kind, self.namespace, item["name"], why)
-        return await self.hook.delete(resource, self.namespace, item["name"], propagation="Foreground")

@@ -1,6 +1,7 @@
 """``ClusterOperator``: what every operator that creates something on the cluster shares.
 
-Three things, each written once: the wall-clock deadline a wait gives up at (the task's
+Four things, each written once: which task instance the operator's objects belong to
+(:meth:`ClusterOperator.task_identity`), the wall-clock deadline a wait gives up at (the task's
 ``execution_timeout``), every object the task has created and not yet handed back (so that
 killing the task stops its waits and deletes exactly those, the newest first: no leaked slice, no
 second copy), and how a task that does not defer waits in its worker (:func:`first_event_here`:
@@ -19,6 +20,8 @@ from airflow.sdk import BaseOperator
 
 from pathways_airflow.connection import ClusterConnectionMixin
 from pathways_airflow.exceptions import KubernetesApiError, PathwaysError
+from pathways_airflow.run.rounds import first_try_of
+from pathways_airflow.spec.names import TaskIdentity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -47,6 +50,9 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
     return asyncio.run(first())
 
 
+DRY_RUN_RUN_ID = "dry-run"
+"""The run id a dry run uses without a context, so a dry run never names a real run."""
+
 Held = tuple["Resource", str, str]
 """``(resource, namespace, name)`` of an object a kill of the task must delete."""
 _HOLDING = threading.RLock()
@@ -59,6 +65,15 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
 
     _held: tuple[Held, ...] = ()
     _stopped = False
+
+    def task_identity(self, context: Context | None = None) -> TaskIdentity:
+        """Which task instance the operator's objects belong to; placeholders for a dry run without a context."""
+        if context is None:
+            return TaskIdentity(self.dag_id if self.has_dag() else "dry-run", self.task_id, DRY_RUN_RUN_ID)
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", None)
+        first_try = first_try_of(getattr(ti, "try_number", None), getattr(ti, "max_tries", None), self.retries)
+        return TaskIdentity(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, first_try)
 
     def deadline(self, context: Context) -> float | None:
         """When the task's ``execution_timeout`` runs out (wall clock, epoch seconds), if it has one."""

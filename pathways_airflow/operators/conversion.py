@@ -38,9 +38,7 @@ from pathways_airflow.run.messages import quoted_log
 from pathways_airflow.exceptions import BadSpecError, KubernetesApiError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
-from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.spec.maxtext import DEFAULT_LAYOUT
-from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.operators.lineage import ReportsLineage, conversion_rule
 from pathways_airflow.spec.workload import MainContainer
 from pathways_airflow.spec.conversion import (
@@ -248,10 +246,6 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
 
     def container(self, conversion: Conversion) -> MainContainer:
         return conversion_container(conversion, **self._container_arguments())
-
-    def task_identity(self, context: Context | None = None) -> TaskIdentity:
-        """Which task instance the Job belongs to; placeholders for a dry run."""
-        return task_identity(self, context)
 
     def render_manifest(self, context: Context | None = None) -> dict[str, Any]:
         """Exactly the Job that would be created (a dry run; works without a context)."""

@@ -36,7 +36,6 @@ from pathways_airflow.exceptions import BadSpecError, InfrastructureError, UserC
 from pathways_airflow.hooks.serving import ServingHook
 from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, opened_storage, read_object
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
-from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
 from pathways_airflow.run.outcome import job_end_exception
@@ -175,10 +174,10 @@ class _InferenceServerOperator(ClusterOperator):
             raise InvalidWorkloadSpec(problems)
 
     def names(self, context: Context | None = None) -> ServingNames:
-        return serving_names(task_identity(self, context), self.name_prefix)
+        return serving_names(self.task_identity(context), self.name_prefix)
 
     def _labels(self, context: Context | None) -> tuple[dict[str, str], dict[str, str]]:
-        identity = task_identity(self, context)
+        identity = self.task_identity(context)
         labels = identity.labels()
         labels.pop("pathways-airflow/attempt", None)
         return labels, identity.annotations()
@@ -215,7 +214,7 @@ class _InferenceServerOperator(ClusterOperator):
     def _create(self, manifest: Mapping[str, Any], context: Context) -> dict[str, Any]:
         """Create (or adopt this task's own earlier) object, held for deletion from then on."""
         self.raise_if_stopped()
-        resource, obj = self.serving.create_or_adopt(manifest, task_identity(self, context).key)
+        resource, obj = self.serving.create_or_adopt(manifest, self.task_identity(context).key)
         self.holding(resource, self.namespace, manifest["metadata"]["name"])
         self.raise_if_stopped()
         return obj
@@ -559,7 +558,7 @@ class DeployInferenceServerOperator(_InferenceServerOperator):
             "engine": server.engine.name,
             "http_port": server.engine.http_port,
             "benchmark_port": server.engine.benchmark_port,
-            "task_key": task_identity(self, context).key,
+            "task_key": self.task_identity(context).key,
         }
 
 

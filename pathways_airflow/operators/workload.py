@@ -20,7 +20,6 @@ from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
-from pathways_airflow.operators.identity import task_identity
 from pathways_airflow.operators.lineage import ReportsLineage, training_rule
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
@@ -35,7 +34,7 @@ from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also
 from pathways_airflow.spec.arguments import exit_codes_problem, kueue_max_exec_time, workload_placement_problems
 from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.names import MAX_ATTEMPT, TaskIdentity
+from pathways_airflow.spec.names import MAX_ATTEMPT
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
 from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer, with_resume_env
 
@@ -304,10 +303,6 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         program as ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
         """
         return build_workload(**self._workload_arguments(resume_from))
-
-    def task_identity(self, context: Context | None = None) -> TaskIdentity:
-        """Which task instance the workload belongs to; placeholders for a dry run."""
-        return task_identity(self, context)
 
     def render_manifest(
         self, context: Context | None = None, *, attempt: int = 0, resume_from: Checkpoint | None = None

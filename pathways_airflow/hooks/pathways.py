@@ -26,7 +26,7 @@ from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, Retrying
 
 from pathways_airflow import well_known
-from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, KubernetesApiError
+from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, InfrastructureError, KubernetesApiError
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
@@ -46,8 +46,9 @@ from pathways_airflow.hooks.api import (
 )
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.hooks.target import ClusterTarget
-from pathways_airflow.resources import NODE, POD, Resource, resource_of
+from pathways_airflow.resources import JOB, NODE, POD, Resource, resource_of
 from pathways_airflow.spec.names import TASK_KEY_LABEL
+from pathways_airflow.state.jobs import job_outcome, run_again_on_retry
 
 if TYPE_CHECKING:
     from pathways_airflow.state.model import Observation
@@ -220,6 +221,20 @@ class PathwaysHook(_ClusterHook):
         if problem:
             raise ForeignWorkloadError(problem)
         return Adoption(existing, created=False)
+
+    def create_job_or_adopt(self, manifest: Mapping[str, Any], task_key: str, *, timeout: float, poll: float) -> Adoption:
+        """Create a batch Job, or adopt this task's one from an earlier try, unless that one failed:
+        then it is deleted and, once gone (at most ``timeout`` seconds), created again
+        (:func:`~pathways_airflow.state.jobs.run_again_on_retry`)."""
+        adoption = self.create_or_adopt(manifest, task_key)
+        if adoption.created or not run_again_on_retry(adoption.obj):
+            return adoption
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        self.log.info("Job %s/%s from an earlier try is %s; running it again", namespace, name, job_outcome(adoption.obj).summary())
+        self.delete(JOB, namespace, name)
+        if self.wait_gone(namespace, [(JOB, name)], timeout=timeout, poll=poll):
+            raise InfrastructureError(f"Job {namespace}/{name} of an earlier try was still being deleted after {timeout:.0f} s")
+        return self.create_or_adopt(manifest, task_key)
 
     # reads the operators and sensors need ---------------------------------------------------
 

@@ -35,7 +35,7 @@ from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marke
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.run.messages import quoted_log
-from pathways_airflow.exceptions import BadSpecError, KubernetesApiError
+from pathways_airflow.exceptions import BadSpecError
 from pathways_airflow.resources import JOB, POD
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.maxtext import DEFAULT_LAYOUT
@@ -56,7 +56,7 @@ from pathways_airflow.spec.conversion import (
 from pathways_airflow.hooks.storage import gcs_exists, gcs_has_objects, gcs_read_json, gcs_write_json, opened_storage
 from pathways_airflow.run.outcome import failed_job_exception, job_end_exception
 from pathways_airflow.state.disruption import main_exit, pod_disruption
-from pathways_airflow.state.jobs import FAILED, GONE, JobEvent, JobOutcome, job_outcome
+from pathways_airflow.state.jobs import FAILED, JobEvent, JobOutcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -362,32 +362,16 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         )
 
     def _submit(self, manifest: dict[str, Any], task_key: str) -> None:
-        """Create the Job, or re-attach to the one an earlier try of this task created.
-
-        A Job of ours that already failed (or is being deleted) is replaced: a retry is there
-        to try again. One still running, or complete, is adopted: a second conversion writing
-        the same output at the same time would delete what the first one wrote.
-        """
+        """Create the Job, or re-attach to the one an earlier try of this task created (one that
+        failed is run again: :meth:`~pathways_airflow.hooks.pathways.PathwaysHook.create_job_or_adopt`)."""
         name = manifest["metadata"]["name"]
         self.holding(JOB, self.namespace, name)
-        adoption = self.hook.create_or_adopt(manifest, task_key)
-        if not adoption.created:
-            stale = job_outcome(adoption.obj)
-            if stale.status in (FAILED, GONE):
-                self.log.info(
-                    "Job %s/%s from an earlier try is %s; replacing it", self.namespace, name, stale.summary()
-                )
-                self.hook.delete(JOB, self.namespace, name)
-                self._wait_deleted(name)
-                adoption = self.hook.create_or_adopt(manifest, task_key)
+        poll = deletion_poll(self.poll_interval)
+        adoption = self.hook.create_job_or_adopt(manifest, task_key, timeout=DELETE_WAIT_SECONDS, poll=poll)
         verb = "created" if adoption.created else "re-attached to the existing"
         container = manifest["spec"]["template"]["spec"]["containers"][0]
         command_line = " ".join([*container.get("command", ()), *container.get("args", ())])
         self.log.info("%s Job %s/%s: %s", verb, self.namespace, name, command_line)
-
-    def _wait_deleted(self, name: str) -> None:
-        if self.hook.wait_gone(self.namespace, [(JOB, name)], timeout=DELETE_WAIT_SECONDS, poll=deletion_poll(self.poll_interval)):
-            raise KubernetesApiError(f"Job {self.namespace}/{name} was still being deleted after {DELETE_WAIT_SECONDS:.0f} s")
 
     def _pods(self, name: str) -> list[dict[str, Any]]:
         return self.hook.list(POD, self.namespace, label_selector=f"{well_known.JOB_NAME}={name}")

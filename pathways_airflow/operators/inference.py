@@ -32,7 +32,7 @@ from airflow.providers.common.compat.sdk import TaskDeferred, conf
 
 from pathways_airflow.checkpoints import commit_marker_uri, split_gcs_uri, step_dir_of
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.exceptions import BadSpecError, InfrastructureError, UserCodeError
+from pathways_airflow.exceptions import BadSpecError, UserCodeError
 from pathways_airflow.hooks.serving import ServingHook
 from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, opened_storage, read_object
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
@@ -53,7 +53,7 @@ from pathways_airflow.spec.names import check_name_prefix
 from pathways_airflow.spec.serving import (
     DEFAULT_STARTUP_SECONDS, InferenceServer, ServingNames, build_server, render_leaderworkerset, render_service, serving_names,
 )
-from pathways_airflow.state.jobs import FAILED, GONE, JobEvent, job_outcome
+from pathways_airflow.state.jobs import FAILED, JobEvent
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -494,17 +494,11 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
     def _start_benchmark(self, context: Context, run: BenchmarkRun, names: ServingNames) -> None:
         """Create the Job, or adopt this task's running or finished one; replace a failed one."""
         manifest = self._benchmark_job(context, run, names)
-        stale = job_outcome(self._create(manifest, context))
-        if stale.status in (FAILED, GONE):
-            self.log.info("%s from an earlier try of this task is %s; running it again", names.job, stale.summary())
-            self.hook.delete(JOB, self.namespace, names.job)
-            self.released(JOB, self.namespace, names.job)
-            poll = deletion_poll(self.poll_interval)
-            if self.hook.wait_gone(self.namespace, [(JOB, names.job)], timeout=self.cleanup_timeout, poll=poll):
-                raise InfrastructureError(
-                    f"the failed benchmark Job {self.namespace}/{names.job} of an earlier try is still being deleted"
-                )
-            self._create(manifest, context)
+        self.raise_if_stopped()
+        self.holding(JOB, self.namespace, names.job)
+        poll = deletion_poll(self.poll_interval)
+        self.hook.create_job_or_adopt(manifest, self.task_identity(context).key, timeout=self.cleanup_timeout, poll=poll)
+        self.raise_if_stopped()
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
             names.service, run.engine.benchmark_port, run.num_prompts, run.request_rate, run.max_output_length,

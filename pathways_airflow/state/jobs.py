@@ -112,3 +112,10 @@ def job_outcome(job: Mapping[str, Any] | None) -> JobOutcome:
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return JobOutcome(GONE, "Deleting", "the Job is being deleted before it finished")
     return JobOutcome(RUNNING, active=int((job.get("status") or {}).get("active") or 0))
+
+
+def run_again_on_retry(job: Mapping[str, Any] | None) -> bool:
+    """Whether an earlier try's Job is replaced rather than adopted: one that failed or is being
+    deleted is, since a retry is there to try again; one running or complete is adopted, since a
+    second copy writing the same output at the same time would delete what the first one wrote."""
+    return job_outcome(job).status in (FAILED, GONE)

@@ -1,0 +1,178 @@
+"""What one wait on a workload remembers between looks, and what each look writes on it. Pure.
+
+A workload's trigger (:mod:`~pathways_airflow.triggers.workload`) keeps one :class:`WaitMemory`.
+The functions here say what a look must read besides its watches (``*_to_read``, ...); then
+:func:`remembered` folds the look and those :class:`Readings` into the next memory, and gives the
+annotations to write (:mod:`~pathways_airflow.run.annotations`): as the JobSet controller's
+reconciler gathers its status changes and updates once, the trigger writes them in one
+merge-patch before it acts on the look. Time is the caller's: nothing here reads a clock or the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from pathways_airflow.run.annotations import disruption_seen_annotation, ended_by_annotation, restarts_annotation, restarts_written
+from pathways_airflow.run.messages import still_waiting_line, transition_line
+from pathways_airflow.run.progress import last_completed_step
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen
+from pathways_airflow.run.timeline import phases_with
+from pathways_airflow.state import creation
+from pathways_airflow.state.disruption import Classification, pod_disruption
+from pathways_airflow.state.model import Observation, Phase, WorkloadState
+from pathways_airflow.state.ran_on import where_workers_run
+from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_exit_seen, head_pod, pods_of_current_attempt
+
+Jobs = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class WaitMemory:
+    """What a wait keeps of its workload between looks (``writes``: not a sensor's, which watches
+    a workload someone else owns). ``live_jobs``: each child Job before its deletion began (a
+    failing JobSet deletes its Jobs; the counts they held then are the evidence of lost workers);
+    ``heads_judged``: the (pod, container) head exits judged while it ran; ``disruptions_recorded``,
+    ``where_recorded``: the attempts whose disruption, and whose nodes, are written (each once);
+    ``next_creation_check``: when to read the events again while child objects are missing (0: none).
+    """
+
+    writes: bool = True
+    state: WorkloadState | None = None
+    phases: tuple[PhaseSeen, ...] = ()
+    restarts: tuple[Disruption, ...] = ()
+    failure: Mapping[str, Any] | None = None
+    last_step: int | None = None
+    running_since: float | None = None
+    live_jobs: Jobs = field(default_factory=dict)
+    phase_since: float = 0.0
+    said_at: float = 0.0
+    heads_judged: frozenset[tuple[str, str]] = frozenset()
+    disruptions_recorded: frozenset[int] = frozenset()
+    where_recorded: frozenset[int] = frozenset()
+    next_creation_check: float = 0.0
+    without_jobset_since: float | None = None
+
+    @classmethod
+    def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True) -> WaitMemory:
+        """A wait's first memory, from its serialized trigger: the state the task last saw."""
+        return cls(writes, WorkloadState.from_dict(last_state) if last_state else None, phase_since=now, said_at=now)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the trigger read for a look, as asked below (``failure``: a failed container's pod, name,
+    exit code and last log lines); ``verdict``: why the workload stopped."""
+
+    failure: tuple[str, str, int, Sequence[str]] | None = None
+    head_log: Sequence[str] | None = None
+    restart_causes: tuple[Classification, ...] = ()
+    disruption: Classification | None = None
+    verdict: Classification | None = None
+    jobs_seen_again: tuple[Mapping[str, Any], ...] = ()
+
+
+def top_of(observation: Observation) -> dict[str, Any] | None:
+    """The object the task submitted (PathwaysJob or JobSet): where the triggers record what they saw."""
+    return observation.pathwaysjob if observation.backend == "pathwaysjob" else observation.jobset
+
+
+def live_jobs_with(live: Jobs, jobs: Iterable[Mapping[str, Any]]) -> Jobs:
+    """``live`` and, by name, each of ``jobs`` whose deletion has not begun."""
+    fresh = {j["metadata"]["name"]: j for j in jobs if not j["metadata"].get("deletionTimestamp")}
+    return live if all(live.get(name) is job for name, job in fresh.items()) else {**live, **fresh}
+
+
+def restarts_known(memory: WaitMemory, observation: Observation) -> tuple[Disruption, ...]:
+    """The restarts this wait saw; before it saw one, those an earlier trigger wrote on the workload."""
+    return memory.restarts or tuple(restarts_written(top_of(observation)))
+
+
+def failure_to_read(memory: WaitMemory, observation: Observation) -> tuple[str, str, int] | None:
+    """A failed container whose log is not read yet: (pod, container, exit code)."""
+    failed, read = failed_container(observation), memory.failure
+    return None if failed is None or (read is not None and (read["pod"], read["container"]) == failed[:2]) else failed
+
+
+def head_log_to_read(memory: WaitMemory, observation: Observation, state: WorkloadState) -> tuple[str, str] | None:
+    """The head's (pod, container) when a disruption hits, the first time or after it ran again:
+    its log says the step reached, while the head exists."""
+    disrupted = state.phase in (Phase.RESTARTING, Phase.FAILED) or state.restarts > len(restarts_known(memory, observation))
+    if not (disrupted or any(pod_disruption(p) for p in observation.pods)):
+        return None
+    head = head_pod(observation) if memory.last_step is None or (memory.state and memory.state.phase is Phase.RUNNING) else None
+    if head is None or head["metadata"].get("deletionTimestamp"):
+        return None
+    return head["metadata"]["name"], head["spec"]["containers"][0]["name"]
+
+
+def disruption_to_classify(memory: WaitMemory, observation: Observation) -> bool:
+    """Whether the current attempt's pods show a disruption not judged yet. They are soon gone, and
+    the trigger may be cancelled before the workload fails: the next one, or the task's retry, then
+    reads on the workload that the failure was no bug."""
+    pods = pods_of_current_attempt(observation) if current_attempt(observation) not in memory.disruptions_recorded else ()
+    return memory.writes and any(pod_disruption(p) for p in pods)
+
+
+def head_to_judge(memory: WaitMemory, observation: Observation, state: WorkloadState) -> tuple[str, str, int, int] | None:
+    """A head program's exit not judged yet, in a running PathwaysJob this task owns: (pod, container, exit code, attempt)."""
+    if observation.backend != "pathwaysjob" or not memory.writes or state.phase.finished:
+        return None
+    failed = head_exit_seen(observation)
+    return None if failed is None or failed[:2] in memory.heads_judged else failed
+
+
+def _children_missing(observation: Observation, state: WorkloadState) -> bool:
+    top = top_of(observation)
+    return state.phase in (Phase.QUEUED, Phase.PROVISIONING) and creation.children_missing(top, observation.jobset, observation.jobs)
+
+
+def creation_check_due(memory: WaitMemory, observation: Observation, state: WorkloadState, now: float) -> bool:
+    """Whether to read the workload's events (:mod:`~pathways_airflow.state.creation`): some of its
+    child objects are missing, and they were not read in the last ``CHECK_EVERY_SECONDS``."""
+    return _children_missing(observation, state) and now >= memory.next_creation_check
+
+
+def line_to_log(memory: WaitMemory, state: WorkloadState, now: float) -> str | None:
+    """What the task log says of this look: a transition, or what still holds the workload."""
+    return transition_line(memory.state, state) or still_waiting_line(state, memory.phase_since, memory.said_at, now)
+
+
+def remembered(
+    memory: WaitMemory, observation: Observation, state: WorkloadState, now: float, read: Readings = Readings()
+) -> tuple[WaitMemory, dict[str, str]]:
+    """The memory after a look at the workload, and the annotations to write for it: none that the
+    workload carries already, none on a workload someone else owns (``writes``)."""
+    top, attempt = top_of(observation), current_attempt(observation)
+    restarts = restarts_known(memory, observation)
+    reached = last_completed_step(read.head_log or ())
+    last_step = memory.last_step if reached is None else max(reached, memory.last_step or 0)
+    new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
+    where = where_workers_run(pods_of_current_attempt(observation), attempt) if attempt not in memory.where_recorded else None
+    annotations = {
+        **(where or {}),
+        **(disruption_seen_annotation(attempt, read.disruption) if read.disruption and read.disruption.verdict.is_disruption else {}),
+        **(restarts_annotation((*restarts, *new)) if new else {}),
+        **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
+    }
+    carried = ((top or {}).get("metadata") or {}).get("annotations") or {}
+    judged = head_to_judge(memory, observation, state)
+    missing, due = _children_missing(observation, state), creation_check_due(memory, observation, state, now)
+    remembers = replace(
+        memory,
+        state=state,
+        phases=phases_with(memory.phases, state, now),
+        restarts=(*restarts, *new),
+        failure=dict(zip(("pod", "container", "exit_code", "log_tail"), read.failure)) if read.failure else memory.failure,
+        last_step=last_step,
+        running_since=now if memory.running_since is None and state.phase is Phase.RUNNING else memory.running_since,
+        live_jobs=live_jobs_with(memory.live_jobs, (*observation.jobs, *read.jobs_seen_again)),
+        phase_since=now if transition_line(memory.state, state) else memory.phase_since,
+        said_at=now if line_to_log(memory, state, now) else memory.said_at,
+        heads_judged=memory.heads_judged | {judged[:2]} if judged else memory.heads_judged,
+        disruptions_recorded=memory.disruptions_recorded | {attempt} if read.disruption else memory.disruptions_recorded,
+        where_recorded=memory.where_recorded | {attempt} if where else memory.where_recorded,
+        next_creation_check=(now + creation.CHECK_EVERY_SECONDS if due else memory.next_creation_check) if missing else 0.0,
+        without_jobset_since=(memory.without_jobset_since or now) if top is not None and observation.jobset is None else None,
+    )
+    return remembers, {k: v for k, v in annotations.items() if carried.get(k) != v} if memory.writes else {}

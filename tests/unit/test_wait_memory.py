@@ -1,0 +1,256 @@
+"""One memory per wait: what a workload's trigger remembers between looks, and what each look writes. Pure.
+
+The looks are the recorded status fixtures (``fixtures/status/``, what the local cluster's API
+returned), in the order a wait sees them; what the trigger reads besides (a log, a verdict) is
+given as it would have read it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pathways_airflow.run.annotations import (
+    DISRUPTION_SEEN_ANNOTATION,
+    RESTARTS_ANNOTATION,
+    disruption_seen,
+    ended_by_annotation,
+    restarts_written,
+)
+from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen
+from pathways_airflow.run.wait_memory import (
+    Readings,
+    WaitMemory,
+    creation_check_due,
+    disruption_to_classify,
+    failure_to_read,
+    head_log_to_read,
+    head_to_judge,
+    line_to_log,
+    live_jobs_with,
+    remembered,
+    restarts_known,
+    top_of,
+)
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
+from pathways_airflow.state.creation import CHECK_EVERY_SECONDS
+from pathways_airflow.state.disruption import Classification, Verdict
+from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION
+from pathways_airflow.state.status import workload_state
+from pathways_airflow.triggers.workload import PathwaysJobTrigger
+
+pytestmark = pytest.mark.pure
+
+FIXTURES = Path(__file__).parent / "fixtures" / "status"
+T0 = 1_795_000_000.0
+MAINTENANCE = Classification(
+    Verdict.MAINTENANCE, ("node gke-local-tpu-v5e-2x4-0-0: cloud.google.com/active-node-maintenance=ONGOING",)
+)
+TRAINING_LOG = ["completed step: 39, seconds: 1.204, TFLOP/s/device: 98.1", "completed step: 40, seconds: 1.198, TFLOP/s/device: 98.4"]
+
+
+def look(name: str) -> tuple[Observation, WorkloadState]:
+    """A recorded observation and the state the trigger computes from it."""
+    fields = json.loads((FIXTURES / f"{name}.json").read_text())["observation"]
+    observation = Observation(**{**fields, "pods": tuple(fields["pods"]), "jobs": tuple(fields.get("jobs") or ())})
+    return observation, workload_state(observation)
+
+
+def carrying(observation: Observation, notes: dict[str, str]) -> Observation:
+    """The observation once the API server has merged ``notes`` into the workload's annotations."""
+    top = copy.deepcopy(top_of(observation))
+    assert top is not None
+    top["metadata"]["annotations"] = {**(top["metadata"].get("annotations") or {}), **notes}
+    return replace(observation, pathwaysjob=top) if observation.backend == "pathwaysjob" else replace(observation, jobset=top)
+
+
+def last_seen_running(slices: int) -> WaitMemory:
+    """The first memory of a trigger re-created while the workload ran (its ``last_state``)."""
+    return WaitMemory.starting({"phase": "RUNNING", "slices_ready": slices, "slices_total": slices}, T0)
+
+
+def test_a_first_look_writes_where_the_workers_run_and_a_look_with_nothing_new_writes_nothing():
+    observation, state = look("running_two_slices")
+    start = WaitMemory.starting(None, T0)
+    assert line_to_log(start, state, T0 + 1) == "RUNNING 2/2 slices"
+    first, notes = remembered(start, observation, state, T0 + 1)
+    assert json.loads(notes.pop(RAN_ON_ANNOTATION)) == {
+        "restart": 0,
+        "since": "2026-11-22T07:40:46Z",
+        "nodes": ["gke-local-tpu-v5e-2x4-0-0", "gke-local-tpu-v5e-2x4-0-1", "gke-local-tpu-v5e-2x4-1-0", "gke-local-tpu-v5e-2x4-1-1"],
+    }
+    assert notes == {}
+    assert first.phases == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),) and first.running_since == T0 + 1
+    assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({0}))
+
+    second, again = remembered(first, observation, state, T0 + 2)
+    assert again == {}
+    assert line_to_log(first, state, T0 + 2) is None
+    assert second == replace(first, state=state)
+
+
+def test_what_the_workload_already_carries_is_not_written_again():
+    observation, state = look("running_two_slices")
+    _, notes = remembered(WaitMemory.starting(None, T0), observation, state, T0 + 1)
+    _, again = remembered(last_seen_running(2), carrying(observation, notes), state, T0 + 2)
+    assert notes and again == {}
+
+
+def test_a_jobset_restart_is_recorded_once_with_its_cause_and_the_step_its_head_reached():
+    running = last_seen_running(1)
+    observation, state = look("restarting_after_maintenance")
+    assert restarts_known(running, observation) == () and state.restarts == 1
+    assert head_log_to_read(running, observation, state) == ("bumpy-pathways-head-0-0-5m5ah", "main")
+    restarting, notes = remembered(
+        running, observation, state, T0 + 10, Readings(head_log=TRAINING_LOG, restart_causes=(MAINTENANCE,))
+    )
+    seen = Disruption(T0 + 10, "MAINTENANCE", MAINTENANCE.evidence, 40, JOBSET_RESTART)
+    assert restarting.restarts == (seen,) and restarting.last_step == 40
+    assert list(notes) == [RESTARTS_ANNOTATION]
+    assert restarts_written({"metadata": {"annotations": notes}}) == [seen]
+
+    observation, state = look("running_after_restart")
+    assert head_log_to_read(restarting, observation, state) is None
+    assert len(restarts_known(restarting, observation)) == state.restarts
+    running_again, notes = remembered(restarting, observation, state, T0 + 20)
+    assert list(notes) == [RAN_ON_ANNOTATION] and json.loads(notes[RAN_ON_ANNOTATION])["restart"] == 1
+    assert running_again.restarts == (seen,) and running_again.last_step == 40
+    assert [(p.at, p.phase) for p in running_again.phases] == [(T0 + 10, "RESTARTING"), (T0 + 20, "RUNNING")]
+    assert running_again.running_since == T0 + 20
+    assert line_to_log(restarting, state, T0 + 20) == "RESTARTING 0/1 slices → RUNNING 1/1 slices (restarts: 1)"
+
+
+def test_a_disruption_seen_is_written_at_once_and_judged_once_per_attempt():
+    observation, state = look("failed_disruption_jobset_last_seen")
+    start = WaitMemory.starting(None, T0)
+    assert disruption_to_classify(start, observation)
+    lost = Classification(Verdict.MAINTENANCE, state.evidence)
+    memory, notes = remembered(start, observation, state, T0 + 1, Readings(disruption=lost))
+    assert json.loads(notes[DISRUPTION_SEEN_ANNOTATION]) == {"restart": 0, "verdict": "MAINTENANCE", "evidence": list(state.evidence)}
+    assert not disruption_to_classify(memory, observation)
+    assert disruption_seen(top_of(carrying(observation, notes)), 0).verdict is Verdict.MAINTENANCE
+
+    no_disruption = Classification(Verdict.USER_ERROR, ("pod fragile-js-pathways-head-0-0-0xdqi: container main exited 1",))
+    judged, notes = remembered(start, observation, state, T0 + 1, Readings(disruption=no_disruption))
+    assert DISRUPTION_SEEN_ANNOTATION not in notes and not disruption_to_classify(judged, observation)
+
+
+def test_the_verdict_is_written_in_the_same_write_and_never_on_a_workload_someone_else_owns():
+    observation, state = look("failed_user_code_jobset")
+    start = WaitMemory.starting(None, T0)
+    failed = failure_to_read(start, observation)
+    assert failed == ("bug-js-pathways-head-0-0-mvuj7", "main", 3)
+    bug = Classification(Verdict.USER_ERROR, ("pod bug-js-pathways-head-0-0-mvuj7: container main exited 3",), 3, "main", failed[0])
+    read = Readings(failure=(*failed, ["Traceback (most recent call last):", "ValueError: bad config"]), verdict=bug)
+    memory, notes = remembered(start, observation, state, T0 + 1, read)
+    assert notes == ended_by_annotation("USER_ERROR", bug.evidence)
+    assert memory.failure == {
+        "pod": "bug-js-pathways-head-0-0-mvuj7", "container": "main", "exit_code": 3,
+        "log_tail": ["Traceback (most recent call last):", "ValueError: bad config"],
+    }
+    assert failure_to_read(memory, observation) is None
+
+    sensor = WaitMemory.starting(None, T0, writes=False)
+    watched, written = remembered(sensor, observation, state, T0 + 1, read)
+    assert written == {} and replace(watched, writes=True) == memory
+    assert not disruption_to_classify(sensor, observation)
+
+
+def _head_restarted_in_place_after_exit(code: int) -> Observation:
+    """``running_two_slices`` after the head's program exited ``code`` and its container was restarted in place."""
+    observation, _ = look("running_two_slices")
+    pods = copy.deepcopy(list(observation.pods))
+    head = next(p for p in pods if p["metadata"]["name"].startswith("steady-pathways-head-"))
+    status = head["status"]["containerStatuses"][0]
+    status.update(restartCount=1, lastState={"terminated": {"exitCode": code, "reason": "Error", "startedAt": "2026-11-22T07:40:46Z",
+                                                            "finishedAt": "2026-11-22T07:52:10Z"}})
+    return replace(observation, pods=tuple(pods))
+
+
+def test_a_head_exit_is_judged_once_while_a_pathwaysjob_this_task_owns_runs():
+    observation = _head_restarted_in_place_after_exit(3)
+    state = workload_state(observation)
+    assert not state.phase.finished
+    start = last_seen_running(2)
+    judged = head_to_judge(start, observation, state)
+    assert judged is not None and judged[1:] == ("main", 3, 0)
+    memory, _ = remembered(start, observation, state, T0 + 1)
+    assert head_to_judge(memory, observation, state) is None
+    assert head_to_judge(WaitMemory.starting(None, T0, writes=False), observation, state) is None
+
+
+def job(name: str, *, failed: int, deleting: bool = False) -> dict[str, Any]:
+    """A worker Job of the ``steady`` JobSet, as the triggerer caches it (``triggers.pruning.pruned_job``)."""
+    metadata: dict[str, Any] = {
+        "name": name, "namespace": "default", "creationTimestamp": "2026-11-22T07:40:46Z",
+        "labels": {"jobset.sigs.k8s.io/jobset-name": "steady", "jobset.sigs.k8s.io/replicatedjob-name": "worker",
+                   "jobset.sigs.k8s.io/restart-attempt": "0"},
+    }
+    if deleting:
+        metadata.update(deletionTimestamp="2026-11-22T07:52:11Z", finalizers=["foregroundDeletion"])
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "status": {"active": 2 - failed, "failed": failed}}
+
+
+def test_child_jobs_are_remembered_as_they_were_before_their_deletion_began():
+    observation, state = look("running_two_slices")
+    live, lost_one = job("steady-worker-0", failed=0), job("steady-worker-0", failed=1)
+    first, _ = remembered(WaitMemory.starting(None, T0), replace(observation, jobs=(live,)), state, T0 + 1)
+    second, _ = remembered(first, replace(observation, jobs=(job("steady-worker-0", failed=0, deleting=True),)), state, T0 + 2)
+    assert second.live_jobs == {"steady-worker-0": live}
+    settled, _ = remembered(second, observation, state, T0 + 3, Readings(jobs_seen_again=(lost_one,)))
+    assert settled.live_jobs == {"steady-worker-0": lost_one}
+    assert live_jobs_with(settled.live_jobs, (lost_one,)) is settled.live_jobs
+
+
+def test_the_events_are_read_every_few_seconds_while_the_jobset_is_missing():
+    observation, state = look("provisioning_no_jobset_yet")
+    memory = WaitMemory.starting(None, T0)
+    assert creation_check_due(memory, observation, state, T0)
+    memory, _ = remembered(memory, observation, state, T0)
+    assert (memory.next_creation_check, memory.without_jobset_since) == (T0 + CHECK_EVERY_SECONDS, T0)
+    assert not creation_check_due(memory, observation, state, T0 + 1)
+    memory, _ = remembered(memory, observation, state, T0 + 1)
+    assert (memory.next_creation_check, memory.without_jobset_since) == (T0 + CHECK_EVERY_SECONDS, T0)
+    assert creation_check_due(memory, observation, state, T0 + CHECK_EVERY_SECONDS)
+
+    running, running_state = look("running_two_slices")
+    memory, _ = remembered(memory, running, running_state, T0 + 6)
+    assert (memory.next_creation_check, memory.without_jobset_since) == (0.0, None)
+
+
+def test_a_memory_rebuilt_from_the_serialized_trigger_behaves_as_the_one_that_lived():
+    observation, state = look("restarting_after_maintenance")
+    read = Readings(head_log=TRAINING_LOG, restart_causes=(MAINTENANCE,))
+    lived, notes = remembered(last_seen_running(1), observation, state, T0 + 10, read)
+    _, kwargs = PathwaysJobTrigger(
+        name="bumpy", namespace="default", backend="pathwaysjob", target={}, last_state=lived.state.to_dict()
+    ).serialize()
+    rebuilt = WaitMemory.starting(json.loads(json.dumps(kwargs))["last_state"], T0 + 15)
+
+    observation, state = look("running_after_restart")
+    observation = carrying(observation, notes)
+    assert restarts_known(rebuilt, observation) == restarts_known(lived, observation) == lived.restarts
+    for memory in (lived, rebuilt):
+        assert head_log_to_read(memory, observation, state) is None and not disruption_to_classify(memory, observation)
+    assert line_to_log(rebuilt, state, T0 + 20) == line_to_log(lived, state, T0 + 20)
+    (after_lived, wrote), (after_rebuilt, rewrote) = (remembered(m, observation, state, T0 + 20) for m in (lived, rebuilt))
+    assert wrote == rewrote and list(wrote) == [RAN_ON_ANNOTATION]
+    assert after_rebuilt.restarts == after_lived.restarts and after_rebuilt.running_since == after_lived.running_since
+
+
+def test_a_trigger_serialized_with_recheck_seconds_is_recreated_with_its_poll_interval():
+    old = {
+        "name": "train", "namespace": "default", "backend": "jobset", "target": {"kubernetes_conn_id": "kubernetes_default"},
+        "deadline": None, "last_state": None, "recheck_seconds": 5.0, "until_phase": None, "delete_on_timeout": True,
+        "api_outage_seconds": 1800.0,
+    }
+    path, kwargs = PathwaysJobTrigger(**old).serialize()
+    assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0}
+    assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).serialize() == (path, kwargs)
+    assert PathwaysJobTrigger(name="t", namespace="d", backend="jobset", target={}).poll_interval == POLL_INTERVAL_SECONDS["workload"]

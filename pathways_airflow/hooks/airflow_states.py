@@ -1,6 +1,6 @@
 """Ask Airflow for the state of task instances: from inside a task, or from outside through the REST API.
 
-Each answer is ``(found, state)`` (:data:`pathways_airflow.state.janitor.TaskAnswer`); a task
+Each answer is ``(found, state)`` (:data:`TaskAnswer`, as :mod:`pathways_airflow.state.janitor` reads it); a task
 instance that could not be asked about is left out of the answers, and the janitor keeps its
 workload.
 
@@ -26,9 +26,11 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from pathways_airflow.exceptions import AirflowApiError
 from pathways_airflow.spec.names import TaskIdentity
-from pathways_airflow.state.janitor import TaskAnswer
 
 log = logging.getLogger(__name__)
+
+TaskAnswer = tuple[bool, "str | None"]
+"""``(found, state)`` of one task instance."""
 
 
 # --- was a deferred task killed? (pure) ----------------------------------------------------------

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import conf
 
 from pathways_airflow import well_known
-from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS, deletion_poll, looks_templated, poll_interval_problem
-from pathways_airflow.spec.benchmark import TASK_LIMIT
+from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS, TASK_LIMIT, deletion_poll, looks_templated, poll_interval_problem
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.operators.base import ClusterOperator, first_event_here

@@ -40,10 +40,10 @@ from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
 from pathways_airflow.run.outcome import job_end_exception
 from pathways_airflow.spec.arguments import (
-    POLL_INTERVAL_SECONDS, deletion_poll, looks_templated, namespace_problem, poll_interval_problem,
+    POLL_INTERVAL_SECONDS, TASK_LIMIT, deletion_poll, looks_templated, namespace_problem, poll_interval_problem,
 )
 from pathways_airflow.spec.benchmark import (
-    TASK_LIMIT, BenchmarkRun, build_benchmark, job_deadline, render_benchmark_job, result_metrics, result_object_uri,
+    BenchmarkRun, build_benchmark, job_deadline, render_benchmark_job, result_metrics, result_object_uri,
     results_uri_problem,
 )
 from pathways_airflow.spec.engine import Engine

@@ -28,7 +28,7 @@ from pathways_airflow.exceptions import (
     WorkloadDeletedError,
     WorkloadEndedError,
 )
-from pathways_airflow.spec.benchmark import TASK_LIMIT
+from pathways_airflow.spec.arguments import TASK_LIMIT
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.jobs import COMPLETE, ERROR, FAILED, GONE, TIMEOUT, JobEvent

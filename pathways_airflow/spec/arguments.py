@@ -31,6 +31,8 @@ def looks_templated(value: Any) -> bool:
     return hasattr(value, "resolve") or hasattr(value, "iter_references")
 
 
+TASK_LIMIT = "execution_timeout"
+"""The task's own time limit, as a wait that runs out of it names it (and raises ``AirflowTaskTimeout``)."""
 POLL_INTERVAL_SECONDS = {"job": 10.0, "server": 10.0, "workload": 60.0, "slices": 60.0, "checkpoint": 60.0, "asset": 300.0}
 """How often a wait looks anyway, by what it waits on, when nothing wakes it sooner (every wait
 here is woken by a watch, or is a sensor's poke): a Job or a server within seconds, a workload,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.checkpoints import join
+from pathways_airflow.spec.arguments import TASK_LIMIT
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import is_dns_label
@@ -39,7 +40,6 @@ from pathways_airflow.spec.workload import (
 BENCHMARK_CONTAINER = "benchmark"
 JOB_DEADLINE_GRACE = 300
 """Seconds past the Job's own ``activeDeadlineSeconds`` before the task stops waiting on it."""
-TASK_LIMIT = "execution_timeout"
 UPLOAD_WITH_PYTHON = (
     "import sys; from google.cloud import storage; "
     "bucket, _, name = sys.argv[2][len('gs://'):].partition('/'); "

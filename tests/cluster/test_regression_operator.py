@@ -103,6 +103,7 @@ def names_under(client, prefix: str) -> set[str]:
 
 
 def test_the_first_run_starts_the_history_and_a_steady_second_run_passes(client, bucket, base):
+    pytest.importorskip("matplotlib", reason="the plot is drawn by matplotlib, the optional plots extra")
     # After templating without render_template_as_native_obj the XCom dict arrives as its repr.
     first = run(checker(base, metrics=repr(STEADY), checkpoint={"uri": "gs://pathways-demo/serving/checkpoints/0", "items_uri": "x"}, labels={"model": "llama2-7b"}), 1)
 
@@ -199,6 +200,7 @@ def test_a_retry_with_the_same_run_id_replaces_its_entry_and_keeps_its_baseline(
 
 
 def test_reports_go_to_a_local_directory(tmp_path, bucket, base):
+    pytest.importorskip("matplotlib", reason="the plot is drawn by matplotlib, the optional plots extra")
     run(checker(base, metrics=STEADY), 1)
     report_dir = tmp_path / "reports" / "night-2"
 
@@ -216,6 +218,7 @@ def test_reports_go_to_a_local_directory(tmp_path, bucket, base):
 
 
 def test_reports_go_to_a_gcs_prefix_of_choice(client, bucket, base):
+    pytest.importorskip("matplotlib", reason="the plot is drawn by matplotlib, the optional plots extra")
     report_prefix = f"{base}/elsewhere/night-1"
 
     result = run(checker(base, metrics=STEADY, report_dir=f"gs://{BUCKET}/{report_prefix}/"), 1)

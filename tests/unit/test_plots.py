@@ -8,10 +8,10 @@ red, and the same bytes every time.
 from __future__ import annotations
 
 import io
+import math
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from pathways_airflow.benchmark_history import (
@@ -58,13 +58,19 @@ def nightly(
     return history, comparison
 
 
-def decode(png: bytes) -> np.ndarray:
+def needs_matplotlib() -> None:
+    """Skip the calling test without the ``plots`` extra: drawing the PNG is matplotlib's."""
+    pytest.importorskip("matplotlib", reason="the PNG is drawn by matplotlib, the optional plots extra")
+
+
+def decode(png: bytes):
+    """The PNG's pixels (a numpy array of RGBA floats), as matplotlib reads them back."""
     import matplotlib.image
 
     return matplotlib.image.imread(io.BytesIO(png), format="png")
 
 
-def red_pixels(image: np.ndarray) -> int:
+def red_pixels(image) -> int:
     red, green, blue = image[..., 0], image[..., 1], image[..., 2]
     return int(((red > 0.75) & (green < 0.3) & (blue < 0.3)).sum())
 
@@ -189,7 +195,7 @@ def test_the_current_run_is_the_compared_one_and_a_missing_value_is_a_gap():
 
     latency = panel(plot, "p99_ttft_ms")
     assert latency.current.run_id == comparison.run_id and latency.current.position == 3
-    assert np.isnan(latency.line[2].value) and latency.line[2].run_id == "partial"
+    assert math.isnan(latency.line[2].value) and latency.line[2].run_id == "partial"
     assert panel(plot, "request_throughput").line[2].value == 12.0
 
 
@@ -203,6 +209,7 @@ def test_no_metrics_is_an_error():
 
 
 def test_the_plot_is_a_png_with_a_panel_per_metric_and_the_same_bytes_every_time():
+    needs_matplotlib()
     history, comparison = nightly(10, night5={"p99_ttft_ms": 900.0})
     one_history, one = recorded(nightly(9)[0], METRICS, when="2025-06-10T00:00:00+00:00", watched=["p99_ttft_ms"])
 
@@ -217,6 +224,7 @@ def test_the_plot_is_a_png_with_a_panel_per_metric_and_the_same_bytes_every_time
 
 
 def test_regressed_runs_are_red_and_steady_ones_are_not():
+    needs_matplotlib()
     steady = decode(history_plot_png(*nightly(8), title="t"))
     flagged = decode(history_plot_png(*nightly(8, night5={"p99_ttft_ms": 900.0}), title="t"))
 
@@ -226,17 +234,20 @@ def test_regressed_runs_are_red_and_steady_ones_are_not():
 
 @pytest.mark.parametrize("count", [0, 1, 40])
 def test_empty_single_and_long_histories_render(count):
+    needs_matplotlib()
     history, comparison = nightly(count) if count else (History(), compare(METRICS, History(), run_id="first"))
     assert decode(history_plot_png(history, comparison, title="t")).size > 0
 
 
 def test_mixed_engines_and_missing_baselines_render():
+    needs_matplotlib()
     history, _ = nightly(4, engine="jetstream")
     history, comparison = recorded(history, METRICS, when="2025-06-04T09:15:00+00:00", engine="vllm")
     assert history_plot_png(history, comparison, title="t").startswith(PNG_MAGIC)
 
 
 def test_the_operator_writes_the_plot_of_its_comparison(tmp_path):
+    needs_matplotlib()
     from pathways_airflow.operators.regression import BenchmarkRegressionOperator
 
     history, _ = nightly(4)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import yaml
@@ -30,11 +31,16 @@ from pathways_airflow.extensions import CLI_GROUP, CRDS_GROUP, INSTALL_HINT, ext
 from pathways_airflow.spec import InvalidWorkloadSpec, build_workload, render
 from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import SpecProblem
+from pathways_airflow.spec.manifest import read_manifest, supervise
 from pathways_airflow.spec.names import name_problem
-from pathways_airflow.spec.render import BACKENDS
+from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.spec.tpu import MACHINE_TYPES
 from pathways_airflow.spec.workload import COMPONENT_TYPES, DEPLOYMENT_MODES
 from pathways_airflow.state.janitor import GRACE_PERIOD, report_line, sweep_summary
+
+
+TTL_SECONDS_AFTER_FINISHED = 86_400
+"""What ``PathwaysJobOperator`` adds to a JobSet that has none (its ``ttl_seconds_after_finished`` default)."""
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -80,13 +86,13 @@ def render_parser(subparsers: argparse._SubParsersAction) -> None:
     tpu = parser.add_argument_group("TPU slices")
     tpu.add_argument("--tpu", help="generation shorthand: v4, v5e, v5p, v6e, tpu7x")
     tpu.add_argument("--machine-type", choices=sorted(MACHINE_TYPES))
-    tpu.add_argument("--topology", required=True)
+    tpu.add_argument("--topology", help="required without --manifest")
     tpu.add_argument("--num-slices", type=int, default=1)
     tpu.add_argument("--reservation")
     tpu.add_argument("--spot", action="store_true")
     tpu.add_argument("--node-selector", action="append", metavar="KEY=VALUE")
     pathways = parser.add_argument_group("Pathways")
-    pathways.add_argument("--pathways-dir", required=True, help="gs:// scratch location")
+    pathways.add_argument("--pathways-dir", help="gs:// scratch location (required without --manifest)")
     pathways.add_argument("--pathways-version")
     pathways.add_argument("--deployment-mode", choices=DEPLOYMENT_MODES, default="default")
     pathways.add_argument("--max-restarts", type=int, default=0)
@@ -110,13 +116,46 @@ def render_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="CRD YAML file or directory: also validate the manifest against it (strict; needs the testing extra)",
     )
+    parser.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="a PathwaysJob or JobSet you already have (gcluster --dry-run-out, xpk --output-manifest-file): "
+        "print it as the operator would submit it (--namespace, --queue-name and --backend aside, the other "
+        "flags do not apply), and on stderr what was added or changed and why",
+    )
+    parser.add_argument("--main-container", help="with --manifest: the container that runs the program")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the main container's command")
     parser.set_defaults(run=run_render)
 
 
+def _supervised(args: argparse.Namespace) -> dict:
+    """``--manifest``: the file as the operator would submit it (its own name kept); the changes on stderr."""
+    user = read_manifest(Path(args.manifest).read_text(), main_container=args.main_container)
+    name = str((user.manifest.get("metadata") or {}).get("name") or args.name)
+    namespace = (user.manifest.get("metadata") or {}).get("namespace") or args.namespace
+    manifest, changes = supervise(
+        user, name=name, namespace=namespace, labels={}, annotations={}, queue_name=args.queue_name,
+        ttl_seconds_after_finished=TTL_SECONDS_AFTER_FINISHED, system_exit_codes=XPK_SYSTEM_EXIT_CODES,
+    )
+    print(f"{args.manifest}: {user.manifest['kind']}, {user.num_slices} × {user.shape.machine_type.name} {user.shape.topology}, "
+          f"program in {user.main_job}/{user.main_container}; supervised:", file=sys.stderr)
+    for change in changes:
+        print(f"  {change.line()}", file=sys.stderr)
+    return manifest
+
+
 def run_render(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.manifest:
+        try:
+            return _print_checked(_supervised(args), args)
+        except (InvalidWorkloadSpec, OSError) as error:
+            print(f"pathways-airflow: {error}", file=sys.stderr)
+            return 2
     try:
+        missing = [flag for flag, value in (("--topology", args.topology), ("--pathways-dir", args.pathways_dir)) if not value]
+        if missing:
+            raise InvalidWorkloadSpec([SpecProblem(flag, None, "is required (or give --manifest)") for flag in missing])
         problem = name_problem(args.name)
         if problem:
             raise InvalidWorkloadSpec([problem])
@@ -148,7 +187,11 @@ def run_render(args: argparse.Namespace) -> int:
     except InvalidWorkloadSpec as error:
         print(f"pathways-airflow: {error}", file=sys.stderr)
         return 2
-    manifest = render(workload, backend=args.backend, name=args.name, namespace=args.namespace)
+    return _print_checked(render(workload, backend=args.backend, name=args.name, namespace=args.namespace), args)
+
+
+def _print_checked(manifest: dict, args: argparse.Namespace) -> int:
+    """Print the manifest; with ``--crds``, only once it matches its CRD."""
     if args.crds:
         validators = extensions(CRDS_GROUP)
         if not validators:

@@ -21,21 +21,21 @@ from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.lineage import ReportsLineage, training_rule
+from pathways_airflow.operators.manifest import SuppliedManifest
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.run import messages, outcome, rounds
 from pathways_airflow.run.records import Submission, WorkloadEvent
-from pathways_airflow.run.result import NO_CHECKPOINT_DIR, tpu_of, uid_of, workload_result
+from pathways_airflow.run.result import NO_CHECKPOINT_DIR, uid_of, workload_result
 from pathways_airflow.run.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
 from pathways_airflow.spec.arguments import exit_codes_problem, kueue_max_exec_time, workload_placement_problems
-from pathways_airflow.spec import render
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MAX_ATTEMPT
-from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES, JobSetFailurePolicy
+from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload, checked_integer, with_resume_env
 
 if TYPE_CHECKING:
@@ -81,9 +81,11 @@ _WORKLOAD_FIELDS = (
 
 # Parameters named differently on the operator (BaseOperator already has ``resources``).
 _BUILD_ARGUMENT = {"container_resources": "resources"}
+_SPEC_PARAMETERS = ("topology", "pathways_dir", "backend", *_WORKLOAD_FIELDS)
+"""What ``manifest=`` replaces: each of these given with it is refused (but ``queue_name``)."""
 
 
-class PathwaysJobOperator(ReportsLineage, ClusterOperator):
+class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
     """Submit a Pathways workload to TPU slices on GKE.
 
     :param tpu: TPU generation or machine type shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``,
@@ -127,10 +129,19 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
     :param system_exit_codes: exit codes that mean "the system failed" rather than "the program
         is wrong" (default: xpk's 42 and 127–255). The jobset backend fails its JobSet at once on
         any other non-zero exit of the main container.
+    :param manifest: instead of the spec parameters, a PathwaysJob or a JobSet in the Pathways
+        layout (gcluster's, xpk's): a dict, YAML or JSON text, or a ``.yaml``/``.yml``/``.json``
+        file found and rendered as Airflow template files are. The provider adds what its
+        guarantees need and logs each change (:mod:`pathways_airflow.spec.manifest`); only
+        ``queue_name`` of the spec parameters applies with it.
+    :param main_container: with ``manifest``: the container that runs the program, when the
+        manifest has more than one candidate.
     """
 
     template_fields: Sequence[str] = (
         *_WORKLOAD_FIELDS,
+        "manifest",
+        "main_container",
         "namespace",
         "backend",
         "checkpoint_dir",
@@ -140,6 +151,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
+        "manifest": "yaml",
         "env": "json",
         "command": "py",
         "arguments": "py",
@@ -155,8 +167,8 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
     def __init__(
         self,
         *,
-        topology: str,
-        pathways_dir: str,
+        topology: str | None = None,
+        pathways_dir: str | None = None,
         tpu: str | None = None,
         machine_type: str | None = None,
         num_slices: int | str = 1,
@@ -196,9 +208,13 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         retry_user_errors: bool = False,
         system_exit_codes: Sequence[int] | None = None,
         ttl_seconds_after_finished: int | str | None = 86_400,
+        manifest: Mapping[str, Any] | str | None = None,
+        main_container: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.manifest = manifest
+        self.main_container = main_container
         self.topology = topology
         self.pathways_dir = pathways_dir
         self.tpu = tpu
@@ -252,7 +268,7 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
 
     # --- pure questions, answered by the spec package -----------------------------------------
 
-    def validate(self, *, only_known: bool = False) -> None:
+    def validate(self, *, only_known: bool = False, context: Context | None = None) -> None:
         """Raise ``InvalidWorkloadSpec`` (a ``ValueError``) for anything that must not be submitted.
 
         With ``only_known``, parts whose values are still templates are left for later.
@@ -272,7 +288,9 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         if ttl is not None and not (only_known and looks_templated(ttl)):
             checked_integer(problems, "ttl_seconds_after_finished", ttl, minimum=0, maximum=2**31 - 1)
         problems.extend(filter(None, [exit_codes_problem("system_exit_codes", self.system_exit_codes)]))
-        if not (only_known and looks_templated(self._workload_arguments())):
+        if self.manifest is not None:
+            problems.extend(self.manifest_problems(_SPEC_PARAMETERS, only_known=only_known, context=context))
+        elif not (only_known and looks_templated(self._workload_arguments())):
             try:
                 self.workload()
             except InvalidWorkloadSpec as error:
@@ -312,24 +330,13 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
         Works without a context (placeholder run id); inside a task it uses the task instance,
         so the name matches the one ``execute`` submits.
         """
-        self.validate()
-        identity = self.task_identity(context)
-        return render(
-            self.workload(resume_from),
-            backend=self.backend,
-            name=identity.workload_name(attempt, self.name_prefix),
-            namespace=self.namespace,
-            labels=identity.labels(attempt),
-            annotations=identity.annotations(),
-            failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),
-            ttl_seconds_after_finished=None if self.ttl_seconds_after_finished is None else int(self.ttl_seconds_after_finished),
-        )
-
+        self.validate(context=context)
+        return self.rendered(context, attempt, resume_from)
 
     # --- running: submit, wait, report ----------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        self.validate()
+        self.validate(context=context)
         identity = self.task_identity(context)
         resource = workload_resource(self.backend)
         store = context.get("task_state_store")
@@ -479,10 +486,9 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
 
     def _report_slices(self) -> None:
         """Say which slices are still down: the new workload waits in the scheduler until they return."""
-        from pathways_airflow.state.slices import slice_readiness, slice_request
+        from pathways_airflow.state.slices import slice_readiness
 
-        request = slice_request(topology=self.topology, tpu=self.tpu, machine_type=self.machine_type, num_slices=int(self.num_slices))
-        self.log.info("slices before resubmitting: %s", slice_readiness(self.hook.list_nodes(), request, now=time.time()).summary())
+        self.log.info("slices before resubmitting: %s", slice_readiness(self.hook.list_nodes(), self.slices_wanted(), now=time.time()).summary())
 
     def _complete(
         self,
@@ -511,13 +517,13 @@ class PathwaysJobOperator(ReportsLineage, ClusterOperator):
 
     def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None, observation: Any) -> dict[str, Any]:
         found = (checkpoint.as_xcom() if checkpoint else None) if self.checkpoint_dir else NO_CHECKPOINT_DIR
-        return workload_result(record, state, checkpoint=found, tpu=tpu_of(self.workload()), uid=uid_of(observation), now=time.time())
+        return workload_result(record, state, checkpoint=found, tpu=self.tpu_held(), uid=uid_of(observation), now=time.time())
 
     def _log_main_container_tail(self, observation: Any) -> None:
         from pathways_airflow.state.workload_parts import head_pod
 
         pod = head_pod(observation)
-        container = self.container_name if self.image else None
+        container = self.main_container_name()
         if pod is None or container is None:
             return
         lines = self.hook.read_log_tail(self.namespace, pod["metadata"]["name"], container)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 
 import pytest
 
@@ -16,7 +14,7 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 from tests.support.connections import connect
 from tests.support.task_instance import StateStore, TaskInstance
-from tests.support.workloads import when_step
+from tests.support.workloads import LiveWorkloads, when_step
 
 
 @pytest.fixture(autouse=True)
@@ -34,31 +32,6 @@ def training(task_id: str, *, steps: int = 60, step_seconds: str = "10", backend
     )
     params.update(overrides)
     return PathwaysJobOperator(task_id=task_id, **params)
-
-
-class LiveWorkloads:
-    """Samples the cluster while a task runs: how many of its workloads are alive at once."""
-
-    def __init__(self, cluster, identity: TaskIdentity, api="pathways-job.pathways.domain/v1", kind="PathwaysJob"):
-        self.cluster, self.identity, self.api, self.kind = cluster, identity, api, kind
-        self.most = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self):
-        while not self._stop.is_set():
-            items = self.cluster.list(self.api, self.kind, "default", labels={TASK_KEY_LABEL: self.identity.key})
-            live = [i for i in items if not i["metadata"].get("deletionTimestamp") and not (i.get("status") or {}).get("terminalState")]
-            self.most = max(self.most, len(live))
-            time.sleep(0.05)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.spec import TaskIdentity, build_workload, render
+from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 
 def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> PathwaysHook:
@@ -24,12 +25,13 @@ def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> Path
 
 
 def when_step(
-    cluster: Any, identity: TaskIdentity, step: int, action: Callable[[str], Any]
+    cluster: Any, identity: TaskIdentity, step: int, action: Callable[[str], Any], *, container: str = "main", prefix: str | None = None
 ) -> threading.Thread:
     """Run ``action(node_pool_of_the_worker)`` once the training has logged ``completed step: step``.
 
-    Watches the head pods of every attempt of ``identity``'s workload for up to 60 s, in a daemon
-    thread (returned), so a test can disrupt the slice a running task is on at a known step.
+    Watches the head pods of every attempt of ``identity``'s workload (named with ``prefix``, if
+    the task has one) for up to 60 s, in a daemon thread (returned), so a test can disrupt the
+    slice a running task is on at a known step. ``container`` runs the training.
     """
 
     def watch() -> None:
@@ -38,9 +40,9 @@ def when_step(
             for pod in cluster.list("v1", "Pod", "default"):
                 labels = pod["metadata"].get("labels") or {}
                 name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
-                if not name.startswith(identity.workload_name()) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
+                if not name.startswith(identity.workload_name(0, prefix)) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
                     continue
-                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], "main")):
+                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], container)):
                     worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker"}) if p["spec"].get("nodeName"))
                     node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
                     action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
@@ -61,3 +63,28 @@ def labelled_workload(
     labels = identity.labels() if identity else None
     annotations = identity.annotations() if identity else None
     return hook.create(render(workload, backend=backend, name=name, namespace=namespace, labels=labels, annotations=annotations))
+
+
+class LiveWorkloads:
+    """Samples the cluster while a task runs: how many of its workloads are alive at once."""
+
+    def __init__(self, cluster, identity: TaskIdentity, api="pathways-job.pathways.domain/v1", kind="PathwaysJob"):
+        self.cluster, self.identity, self.api, self.kind = cluster, identity, api, kind
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            items = self.cluster.list(self.api, self.kind, "default", labels={TASK_KEY_LABEL: self.identity.key})
+            live = [i for i in items if not i["metadata"].get("deletionTimestamp") and not (i.get("status") or {}).get("terminalState")]
+            self.most = max(self.most, len(live))
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)

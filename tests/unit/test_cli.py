@@ -58,3 +58,23 @@ def test_custom_components_from_flags():
     ]
 
 
+
+
+MANIFESTS = Path(__file__).parent / "fixtures" / "manifests"
+
+
+def test_render_a_manifest_prints_it_supervised_and_says_what_changed_on_stderr(crds):
+    result = run("render", "--manifest", str(MANIFESTS / "xpk-pathways-jobset.yaml"), "--crds", str(crds))
+    assert result.returncode == 0, result.stderr
+    manifest = yaml.safe_load(result.stdout)
+    assert manifest["metadata"]["name"] == "demo-pathways"
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["disruptionRestartsFree", "userErrorFailsJobSet"]
+    assert "2 × ct5lp-hightpu-4t 2x4, program in pathways-head/jax-tpu" in result.stderr
+    assert "replicatedJobs[worker].restartPolicy: OnFailure → Never" in result.stderr
+
+
+def test_render_refuses_a_manifest_it_cannot_supervise_and_needs_the_shape_without_one():
+    result = run("render", "--manifest", str(MANIFESTS / "lws-multihost-inference.yaml"))
+    assert result.returncode == 2 and result.stdout == "" and "LeaderWorkerSet" in result.stderr
+    result = run("render", "--tpu", "v5e")
+    assert result.returncode == 2 and "--topology=None: is required (or give --manifest)" in result.stderr

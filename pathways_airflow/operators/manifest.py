@@ -1,0 +1,138 @@
+"""``PathwaysJobOperator(manifest=...)``: supervise a PathwaysJob or JobSet the user already has.
+
+The manifest is a dict, YAML or JSON text, or the path of a ``.yaml``/``.yml``/``.json`` file,
+found and rendered as Airflow template files are (Jinja, the DAG folder and its
+``template_searchpath``), as ``KubernetesPodOperator(pod_template_file=...)`` does. Reading it,
+and what the provider adds to it, are :mod:`pathways_airflow.spec.manifest`'s rules; this mixin
+only loads the file, keeps the operator's other parameters out of the way, and reports the diff.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pathways_airflow.run.result import tpu_of
+from pathways_airflow.spec.arguments import looks_templated
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+from pathways_airflow.spec.manifest import UserWorkload, is_manifest_file, read_manifest, supervise
+from pathways_airflow.spec.names import slugify
+from pathways_airflow.spec.render import JobSetFailurePolicy, render
+from pathways_airflow.state.slices import SliceRequest, slice_request
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from pathways_airflow.checkpoints import Checkpoint
+
+SUPERVISION_PARAMETERS = frozenset({"queue_name"})
+"""Spec parameters that still apply to a supplied manifest (the Kueue queue label)."""
+
+
+class SuppliedManifest:
+    """What the training operator does with ``manifest=`` (mixed into :class:`PathwaysJobOperator`)."""
+
+    manifest: Any
+    main_container: str | None
+    namespace: str
+    backend: str
+    name_prefix: str | None
+    _understood: UserWorkload | None = None
+    _backend_read = False
+
+    def spec_parameters_given(self, names: tuple[str, ...]) -> list[str]:
+        """The spec parameters set to something other than their default: a manifest excludes them."""
+        signature = inspect.signature(type(self).__init__).parameters  # type: ignore[misc]
+        ours = {"backend"} if self._backend_read else set()  # set from the manifest's kind, not by the user
+        return [n for n in names if n not in SUPERVISION_PARAMETERS | ours and getattr(self, n) != signature[n].default]
+
+    def manifest_problems(self, spec_names: tuple[str, ...], *, only_known: bool, context: Context | None = None) -> list[SpecProblem]:
+        """Why the manifest cannot be supervised (a mix with spec parameters, or the manifest itself)."""
+        mixed = self.spec_parameters_given(spec_names)
+        if mixed:
+            return [SpecProblem("manifest", "given", f"is exclusive with the spec parameters; also given: {', '.join(mixed)}")]
+        if only_known and (looks_templated(self.manifest) or is_manifest_file(self.manifest)):
+            return []
+        try:
+            self.user_workload(context)
+        except InvalidWorkloadSpec as error:
+            return list(error.problems)
+        return []
+
+    def user_workload(self, context: Context | None = None) -> UserWorkload:
+        """The manifest as understood (the backend is its kind's); its namespace, or the operator's
+        where it names none. Read once with the task's context, then kept."""
+        if context is None and self._understood is not None:
+            return self._understood
+        source = self.manifest_text(self.manifest, context) if is_manifest_file(self.manifest) else self.manifest
+        user = read_manifest(source, main_container=self.main_container)
+        written = (user.manifest.get("metadata") or {}).get("namespace")
+        if written and written != self.namespace and self.namespace != "default":
+            raise InvalidWorkloadSpec([SpecProblem("namespace", self.namespace, f"differs from the manifest's namespace {written!r}; set one of them")])
+        self.namespace, self.backend, self._backend_read = written or self.namespace, user.backend, True
+        if self.name_prefix is None:  # the workload keeps the user's name as its prefix  # type: ignore[has-type]
+            self.name_prefix = slugify(self._users_name(user))
+        if context is not None:
+            self._understood = user
+        return user
+
+    def manifest_text(self, path: str, context: Context | None) -> str:
+        """The file, found as Airflow finds template files, rendered with the task's context."""
+        import jinja2
+
+        env = self.get_template_env(dag=self.dag if self.has_dag() else None)  # type: ignore[attr-defined]
+        try:
+            template = env.get_template(path)
+        except (jinja2.TemplateNotFound, TypeError):  # no DAG folder to look in (a bare task): a path
+            if not Path(path).is_file():
+                raise InvalidWorkloadSpec([SpecProblem("manifest", path, "no such file in the DAG folder or template_searchpath")]) from None
+            template = env.from_string(Path(path).read_text())
+        return template.render(**(context or {}))
+
+    def supervised_manifest(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
+        """The user's manifest with what the provider's guarantees need, the changes logged."""
+        user, identity = self.user_workload(context), self.task_identity(context)  # type: ignore[attr-defined]
+        ttl = self.ttl_seconds_after_finished  # type: ignore[attr-defined]
+        manifest, changes = supervise(
+            user, name=identity.workload_name(attempt, self.name_prefix), namespace=self.namespace, labels=identity.labels(attempt),
+            annotations=identity.annotations(), queue_name=self.queue_name, ttl_seconds_after_finished=None if ttl is None else int(ttl),  # type: ignore[attr-defined]
+            system_exit_codes=tuple(self.system_exit_codes), resume_from=resume_from,  # type: ignore[attr-defined]
+        )
+        self.log.info("%s, supervised:\n%s", self._users_name(user), "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
+        return manifest
+
+    @staticmethod
+    def _users_name(user: UserWorkload) -> str:
+        meta = user.manifest.get("metadata") or {}
+        return str(meta.get("name") or meta.get("generateName") or "workload")
+
+    def rendered(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
+        """The manifest to submit: the user's, supervised, or the one rendered from the spec parameters."""
+        if self.manifest is not None:
+            return self.supervised_manifest(context, attempt, resume_from)
+        identity, ttl = self.task_identity(context), self.ttl_seconds_after_finished  # type: ignore[attr-defined]
+        return render(
+            self.workload(resume_from), backend=self.backend, name=identity.workload_name(attempt, self.name_prefix),  # type: ignore[attr-defined]
+            namespace=self.namespace, labels=identity.labels(attempt), annotations=identity.annotations(),
+            failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),  # type: ignore[attr-defined]
+            ttl_seconds_after_finished=None if ttl is None else int(ttl),
+        )
+
+    def tpu_held(self) -> dict[str, Any]:
+        """The TPU shape the task holds, as its result reports it."""
+        return self.user_workload().tpu() if self.manifest is not None else tpu_of(self.workload())  # type: ignore[attr-defined]
+
+    def slices_wanted(self) -> SliceRequest:
+        """What a slice readiness check asks for: the manifest's shape, or the spec parameters'."""
+        tpu = self.tpu_held()
+        return slice_request(topology=tpu["topology"], machine_type=tpu["machine_type"], num_slices=tpu["slices"])
+
+    def main_container_name(self) -> str | None:
+        """The container whose log a success quotes: the manifest's program, or ``container_name``."""
+        if self.manifest is not None:
+            return self.user_workload().main_container
+        return self.container_name if self.image else None  # type: ignore[attr-defined]
+
+
+__all__ = ["SUPERVISION_PARAMETERS", "SuppliedManifest"]

@@ -1,0 +1,340 @@
+"""A workload the user already has — a PathwaysJob or a JobSet — read, checked and supervised. Pure.
+
+Users arrive with YAML: ``gcluster job submit --pathways --dry-run-out`` (Cluster Toolkit's
+``pkg/orchestrator/gke/templates/pathways_jobset.tmpl``), ``xpk workload create-pathways``
+(``src/xpk/templates/pathways_workload_create.yaml.j2``), the PathwaysJob of google/pathways-job's
+samples, JobSet's multislice examples. :func:`read_manifest` understands such a manifest: which
+kind, where the user's program runs, and the TPU shape it asks for (from the PathwaysJob's
+``workers`` or the JobSet's node selectors, ``google.com/tpu`` limits and replicas). What it
+cannot supervise is refused naming what was found, before anything is created.
+
+:func:`supervise` adds what the provider's guarantees need, and nothing silently: each
+:class:`Change` says what was added or changed and why (the dry run and the task log show them).
+The user's containers, commands, node selectors, labels, annotations, ``maxRestarts`` and own
+failure-policy rules are kept as written, in their order.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from pathways_airflow import well_known
+from pathways_airflow.checkpoints import Checkpoint
+from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.render import (
+    DISRUPTION_RULE_NAME,
+    HEAD_JOB,
+    JOBSET_API_VERSION,
+    PATHWAYSJOB_API_VERSION,
+    USER_ERROR_RULE_NAME,
+    WORKER_JOB,
+)
+from pathways_airflow.spec.tpu import MACHINE_TYPES, TPU_RESOURCE, SliceShape, pod_spec_chips, slice_shape
+from pathways_airflow.spec.workload import with_resume_env
+
+BACKEND_OF_KIND = {("PathwaysJob", PATHWAYSJOB_API_VERSION): "pathwaysjob", ("JobSet", JOBSET_API_VERSION): "jobset"}
+"""The kinds a task can supervise, by ``(kind, apiVersion)``, and the backend each is watched as."""
+MANIFEST_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+PATHWAYS_IMAGES = ("/pathways/server", "/pathways/proxy_server", "/pathways/colocated_python")
+"""Image paths of Pathways' own containers (resource manager, proxy, worker, sidecar): never the user's program."""
+DISRUPTION_POD_RULE = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+"""A child Job's pod failure policy rule for a pod the infrastructure ended (maintenance, preemption,
+eviction): the Job fails with reason ``PodFailurePolicy`` and a message naming ``DisruptionTarget``."""
+CONTROLLER = "controller"
+"""Where a PathwaysJob's user program runs: its ``spec.controller.template``."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing the provider added to or changed in the user's manifest, and why."""
+
+    path: str
+    now: Any
+    why: str
+    was: Any = None
+
+    def line(self) -> str:
+        shown = lambda value: json.dumps(value, sort_keys=True) if not isinstance(value, str) else value  # noqa: E731
+        before = "" if self.was is None else f"{shown(self.was)} → "
+        return f"{self.path}: {before}{shown(self.now)}  ({self.why})"
+
+
+@dataclass(frozen=True)
+class UserWorkload:
+    """A user's manifest as understood: its kind, where the program runs, the TPU shape it holds."""
+
+    manifest: dict[str, Any]
+    backend: str
+    main_job: str | None
+    """The replicated job (``controller`` for a PathwaysJob) whose pod runs the user's program."""
+    main_container: str | None
+    shape: SliceShape
+    num_slices: int
+
+    @property
+    def total_chips(self) -> int:
+        return self.shape.chips * self.num_slices
+
+    def tpu(self) -> dict[str, Any]:
+        """The TPU shape, as a task's result reports it."""
+        return {"machine_type": self.shape.machine_type.name, "topology": self.shape.topology, "slices": self.num_slices, "chips": self.total_chips}
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+def is_manifest_file(value: Any) -> bool:
+    """Whether ``value`` names a manifest file (as Airflow's ``template_ext`` would load it)."""
+    return isinstance(value, str) and "\n" not in value and value.strip().endswith(MANIFEST_FILE_SUFFIXES)
+
+
+def manifest_object(source: Any) -> dict[str, Any]:
+    """The one object of ``source``: a mapping, or YAML or JSON text of one document."""
+    if isinstance(source, Mapping):
+        return _without_nulls(source)
+    if not isinstance(source, str):
+        raise InvalidWorkloadSpec([SpecProblem("manifest", type(source).__name__, "must be a dict, YAML or JSON text, or a .yaml/.yml/.json file")])
+    try:
+        documents = [d for d in yaml.safe_load_all(source) if d is not None]
+    except yaml.YAMLError as error:
+        raise InvalidWorkloadSpec([SpecProblem("manifest", source[:80], f"is not YAML or JSON: {error}")]) from None
+    if len(documents) != 1:
+        found = ", ".join(f"{d.get('kind')} {(d.get('metadata') or {}).get('name')}" if isinstance(d, Mapping) else type(d).__name__ for d in documents)
+        raise InvalidWorkloadSpec([SpecProblem("manifest", found or "nothing", f"holds {len(documents)} objects; give one workload per task")])
+    if not isinstance(documents[0], Mapping):
+        raise InvalidWorkloadSpec([SpecProblem("manifest", str(documents[0])[:80], "is not a Kubernetes object")])
+    return _without_nulls(documents[0])
+
+
+def _without_nulls(value: Any) -> Any:
+    """The object as the API server stores it: a field written ``null`` (an empty ``metadata:``) is absent."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def read_manifest(source: Any, *, main_container: str | None = None) -> UserWorkload:
+    """Understand a user's PathwaysJob or JobSet; every problem is raised at once, naming what was found."""
+    manifest = manifest_object(source)
+    kind, api_version = manifest.get("kind"), manifest.get("apiVersion")
+    backend = BACKEND_OF_KIND.get((kind, api_version))
+    if backend is None:
+        valid = "; ".join(f"{k} {v}" for k, v in BACKEND_OF_KIND)
+        raise InvalidWorkloadSpec([SpecProblem("manifest", f"{kind} {api_version}", f"is not a workload this operator supervises; valid: {valid}")])
+    if backend == "pathwaysjob":
+        return _read_pathwaysjob(manifest, main_container)
+    return _read_jobset(manifest, main_container)
+
+
+def _read_pathwaysjob(manifest: dict[str, Any], main_container: str | None) -> UserWorkload:
+    spec = manifest.get("spec") or {}
+    workers = spec.get("workers") or []
+    if not workers or not isinstance(workers[0], Mapping):
+        raise InvalidWorkloadSpec([SpecProblem("manifest", "spec.workers", "is empty: the PathwaysJob requests no TPU")])
+    worker = workers[0]
+    machine = MACHINE_TYPES.get(str(worker.get("type")))
+    if machine is None:
+        raise InvalidWorkloadSpec([SpecProblem("manifest", worker.get("type"), f"spec.workers[0].type is not a TPU machine type; valid: {', '.join(sorted(MACHINE_TYPES))}")])
+    shape = slice_shape(machine, str(worker.get("topology", "")))
+    controller = spec.get("controller") or {}
+    template = controller.get("template")
+    name = None
+    if isinstance(template, Mapping):
+        containers = [c.get("name") for c in ((template.get("spec") or {}).get("containers") or [])]
+        wanted = main_container or controller.get("mainContainerName") or ("main" if "main" in containers else None)
+        name = _one_container("spec.controller.template", containers, wanted)
+    return UserWorkload(manifest, "pathwaysjob", CONTROLLER, name, shape, int(worker.get("numSlices", 1)))
+
+
+def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWorkload:
+    jobs = [j for j in (manifest.get("spec") or {}).get("replicatedJobs") or [] if isinstance(j, Mapping)]
+    tpu_jobs = [j for j in jobs if pod_spec_chips(_pod_spec(j)) > 0]
+    if not tpu_jobs:
+        found = ", ".join(str(j.get("name")) for j in jobs) or "none"
+        raise InvalidWorkloadSpec([SpecProblem("manifest", f"replicated jobs: {found}", f"no container requests {TPU_RESOURCE}: the JobSet holds no TPU slice")])
+    problems: list[SpecProblem] = []
+    names = [j.get("name") for j in jobs]
+    if HEAD_JOB not in names or WORKER_JOB not in names:  # the layout every wait reads (state.workload_parts)
+        problems.append(SpecProblem(
+            "manifest", f"replicated jobs: {', '.join(map(str, names))}",
+            f"is not the Pathways layout gcluster and xpk write (replicated jobs {HEAD_JOB} and {WORKER_JOB}); "
+            "a JobSet without a Pathways head is not supervised yet",
+        ))
+    if len(tpu_jobs) > 1:
+        problems.append(SpecProblem("manifest", ", ".join(str(j.get("name")) for j in tpu_jobs), "more than one replicated job requests TPUs; give one slice shape per workload"))
+    workers = tpu_jobs[0]
+    shape = _jobset_shape(workers, problems)
+    forever = restarts_forever_on_a_bug(manifest)
+    if forever:
+        problems.append(SpecProblem("manifest", "spec.failurePolicy", forever))
+    coordinator = ((manifest.get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
+    main_job = next((j for j in jobs if j.get("name") == coordinator), None) or workers
+    candidates = [str(c.get("name")) for c in _pod_spec(main_job).get("containers") or () if not _is_pathways_image(c.get("image"))]
+    try:
+        name = _one_container(f"replicated job {main_job.get('name')}", candidates, main_container)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+        name = None
+    raise_if_any(problems)
+    assert shape is not None
+    return UserWorkload(manifest, "jobset", str(main_job.get("name")), name, shape, int(workers.get("replicas", 1)))
+
+
+def _jobset_shape(workers: Mapping[str, Any], problems: list[SpecProblem]) -> SliceShape | None:
+    pod = _pod_spec(workers)
+    selector = pod.get("nodeSelector") or {}
+    accelerator, topology = selector.get(well_known.ACCELERATOR), selector.get(well_known.TOPOLOGY)
+    chips_per_vm = max(int(((c.get("resources") or {}).get("limits") or {}).get(TPU_RESOURCE, 0)) for c in pod.get("containers") or ())
+    machine = next((m for m in MACHINE_TYPES.values() if m.accelerator == accelerator and m.chips_per_vm == chips_per_vm), None)
+    if machine is None or not topology:
+        problems.append(SpecProblem(
+            "manifest", f"{well_known.ACCELERATOR}={accelerator}, {well_known.TOPOLOGY}={topology}, {chips_per_vm} chips per pod",
+            f"replicated job {workers.get('name')}'s node selector and {TPU_RESOURCE} limit name no TPU machine type",
+        ))
+        return None
+    try:
+        return slice_shape(machine, str(topology))
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+        return None
+
+
+def _one_container(where: str, candidates: Sequence[Any], wanted: str | None) -> str:
+    if wanted is not None:
+        if wanted not in candidates:
+            raise InvalidWorkloadSpec([SpecProblem("main_container", wanted, f"is not a container of {where}; its containers: {', '.join(map(str, candidates)) or 'none'}")])
+        return wanted
+    if len(candidates) != 1:
+        raise InvalidWorkloadSpec([SpecProblem(
+            "main_container", None, f"{where} has {len(candidates)} containers that could run the program ({', '.join(map(str, candidates)) or 'none'}); name one with main_container=",
+        )])
+    return str(candidates[0])
+
+
+def _pod_spec(job: Mapping[str, Any]) -> dict[str, Any]:
+    return ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+
+
+def _is_pathways_image(image: Any) -> bool:
+    return isinstance(image, str) and any(part in image for part in PATHWAYS_IMAGES)
+
+
+# --- supervising ---------------------------------------------------------------------------------
+
+
+def restarts_forever_on_a_bug(manifest: Mapping[str, Any]) -> str | None:
+    """Why a JobSet's own failure policy would restart a deterministic bug without end, if it would:
+    a rule that restarts ignoring ``maxRestarts`` on any failure of the program's job."""
+    for rule in ((manifest.get("spec") or {}).get("failurePolicy") or {}).get("rules") or ():
+        if rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts" and not rule.get("onJobFailureReasons") and not rule.get("onJobFailureMessagePatterns"):
+            return f"failure policy rule {rule.get('name') or '(unnamed)'} restarts on every failure, ignoring maxRestarts: a bug would run forever"
+    return None
+
+
+def _keeps_disruptions_free(rule: Mapping[str, Any]) -> bool:
+    return rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts" and "PodFailurePolicy" in (rule.get("onJobFailureReasons") or ())
+
+
+def supervise(
+    user: UserWorkload,
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    queue_name: str | None = None,
+    ttl_seconds_after_finished: int | None = None,
+    system_exit_codes: Sequence[int] | None = None,
+    resume_from: Checkpoint | None = None,
+) -> tuple[dict[str, Any], tuple[Change, ...]]:
+    """The manifest to submit, and what was added or changed in it (see the module's docstring)."""
+    manifest, changes = copy.deepcopy(user.manifest), []
+    meta = manifest.setdefault("metadata", {})
+    _set(changes, meta, "name", name, "metadata.name", "one name per task attempt: a retry re-attaches, a resubmission never collides")
+    if meta.pop("generateName", None) is not None:
+        changes.append(Change("metadata.generateName", None, "removed: the task names its workload itself, so a retry finds it"))
+    _set(changes, meta, "namespace", namespace, "metadata.namespace", "the task's namespace")
+    for key, value in labels.items():
+        _set(changes, meta.setdefault("labels", {}), key, value, f"metadata.labels[{key}]", "ownership: re-attach, adoption and the janitor find the task's workloads by it")
+    if queue_name:
+        _set(changes, meta["labels"], well_known.QUEUE_NAME, queue_name, f"metadata.labels[{well_known.QUEUE_NAME}]", "queue_name=")
+    for key, value in annotations.items():
+        _set(changes, meta.setdefault("annotations", {}), key, value, f"metadata.annotations[{key}]", "the task instance's full identifiers")
+    if user.backend == "jobset":
+        _supervise_jobset(manifest, user, changes, ttl_seconds_after_finished, system_exit_codes)
+    if resume_from is not None and user.main_container is not None:
+        container = _main_container(manifest, user)
+        container["env"] = with_resume_env(container.get("env") or [], resume_from)
+        changes.append(Change(f"{_main_path(user)}.env", f"PATHWAYS_RESUME_STEP={resume_from.step}", "resume from the newest committed checkpoint after a disruption"))
+    return manifest, tuple(changes)
+
+
+def _supervise_jobset(
+    manifest: dict[str, Any], user: UserWorkload, changes: list[Change], ttl: int | None, system_exit_codes: Sequence[int] | None
+) -> None:
+    spec = manifest.setdefault("spec", {})
+    if ttl is not None and "ttlSecondsAfterFinished" not in spec:
+        spec["ttlSecondsAfterFinished"] = ttl
+        changes.append(Change("spec.ttlSecondsAfterFinished", ttl, "the JobSet deletes itself after it finished, even if Airflow never comes back"))
+    policy = spec.setdefault("failurePolicy", {})
+    rules = policy.setdefault("rules", [])
+    for index, rule in enumerate(rules):  # named before ours shift them, as JobSet's webhook names them
+        if not rule.get("name"):  # (api/jobset/v1alpha2/jobset_types.go: "failurePolicyRuleN", N its index)
+            rule["name"] = f"failurePolicyRule{index}"
+            changes.append(Change(f"spec.failurePolicy.rules[{index}].name", rule["name"], "the name JobSet's webhook gives it, kept once other rules come before it"))
+    if not any(_keeps_disruptions_free(rule) for rule in rules):
+        rules.insert(0, {
+            "name": DISRUPTION_RULE_NAME, "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["PodFailurePolicy"], "onJobFailureMessagePatterns": ["DisruptionTarget"],
+        })
+        changes.append(Change("spec.failurePolicy.rules[0]", DISRUPTION_RULE_NAME, "maintenance, preemption and eviction restart the JobSet without using up maxRestarts"))
+        for job in spec.get("replicatedJobs") or ():
+            job_spec, pod = job["template"]["spec"], _pod_spec(job)
+            if pod.get("restartPolicy") == "OnFailure":  # a pod failure policy needs Never (batch/v1 JobSpec)
+                pod["restartPolicy"] = "Never"
+                changes.append(Change(f"replicatedJobs[{job['name']}].restartPolicy", "Never", "a pod failure policy needs it; the JobSet restarts a failed slice whole", "OnFailure"))
+            pod_rules = job_spec.setdefault("podFailurePolicy", {}).setdefault("rules", [])
+            if DISRUPTION_POD_RULE not in pod_rules:
+                pod_rules.insert(0, copy.deepcopy(DISRUPTION_POD_RULE))
+                changes.append(Change(f"replicatedJobs[{job['name']}].podFailurePolicy.rules[0]", "FailJob on DisruptionTarget", "a pod the infrastructure ended fails its Job with a reason the rule above reads"))
+    if system_exit_codes is not None and user.main_container is not None and _pod_spec_of(spec, user.main_job).get("restartPolicy") == "Never":
+        job = next(j for j in spec["replicatedJobs"] if j.get("name") == user.main_job)
+        pod_rules = job["template"]["spec"].setdefault("podFailurePolicy", {}).setdefault("rules", [])
+        pod_rules.append({"action": "FailJob", "onExitCodes": {"containerName": user.main_container, "operator": "NotIn", "values": sorted(set(system_exit_codes) - {0})}})
+        rules.append({"name": USER_ERROR_RULE_NAME, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": [user.main_job]})
+        changes.append(Change("spec.failurePolicy.rules[-1]", USER_ERROR_RULE_NAME, f"{user.main_container} exiting with a code outside system_exit_codes is a bug: the JobSet fails at once instead of restarting it"))
+
+
+def _pod_spec_of(spec: Mapping[str, Any], job_name: str | None) -> dict[str, Any]:
+    return next((_pod_spec(j) for j in spec.get("replicatedJobs") or () if j.get("name") == job_name), {})
+
+
+def _main_container(manifest: dict[str, Any], user: UserWorkload) -> dict[str, Any]:
+    if user.backend == "pathwaysjob":
+        pod = manifest["spec"]["controller"]["template"]["spec"]
+    else:
+        pod = _pod_spec_of(manifest["spec"], user.main_job)
+    return next(c for c in pod["containers"] if c.get("name") == user.main_container)
+
+
+def _main_path(user: UserWorkload) -> str:
+    where = "spec.controller.template" if user.backend == "pathwaysjob" else f"replicatedJobs[{user.main_job}]"
+    return f"{where}.containers[{user.main_container}]"
+
+
+def _set(changes: list[Change], mapping: dict[str, Any], key: str, value: Any, path: str, why: str) -> None:
+    was = mapping.get(key)
+    if was != value:
+        mapping[key] = value
+        changes.append(Change(path, value, why, was))
+
+
+__all__ = ["Change", "UserWorkload", "is_manifest_file", "manifest_object", "read_manifest", "restarts_forever_on_a_bug", "supervise"]

@@ -1,0 +1,162 @@
+"""``PathwaysJobOperator(manifest=...)`` on the manifests gcluster, xpk and pathways-job write, end to end.
+
+Each fixture (``tests/unit/fixtures/manifests/``, its upstream file cited there) is adapted to the
+local cluster only where the cluster differs from GKE: its CPU node pool is ``default-pool`` (the
+manifests pin ``cpu-np``), its bucket is ``pathways-demo``, its TPU pools are v5e 2x4 and v6e 4x4
+(the PathwaysJob sample asks for v4), and the training stand-in's step time is set in the
+program's environment so a disruption can land mid-run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from airflow.providers.common.compat.sdk import TaskDeferred
+
+from pathways_airflow.exceptions import UserCodeError
+from pathways_airflow.hooks.pathways import PathwaysHook
+from pathways_airflow.operators import PathwaysJobOperator
+from pathways_airflow.resources import JOBSET, PATHWAYSJOB
+from pathways_airflow.spec import TaskIdentity
+from pathways_airflow.spec.errors import InvalidWorkloadSpec
+from pathways_airflow.spec.names import TASK_KEY_LABEL
+
+from tests.support.connections import connect
+from tests.support.task_instance import TaskInstance
+from tests.support.waiting import wait_for
+from tests.support.workloads import LiveWorkloads, when_step
+
+
+MANIFESTS = Path(__file__).parents[1] / "unit" / "fixtures" / "manifests"
+
+
+@pytest.fixture(autouse=True)
+def connections(pathways_cluster, monkeypatch):
+    connect(monkeypatch, pathways_cluster)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def xpk_priority_classes(pathways_cluster):
+    """The PriorityClass xpk's workers name (``medium``), which ``xpk cluster create`` makes on a real cluster."""
+    if pathways_cluster.get("scheduling.k8s.io/v1", "PriorityClass", "medium", namespace=None) is None:
+        pathways_cluster.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "medium"}, "value": 500})
+
+
+def local(name: str, run: str, *, env: dict[str, str] | None = None) -> tuple[dict, str]:
+    """The upstream manifest on the local cluster; the container that runs the program."""
+    text = (MANIFESTS / name).read_text().replace("gs://demo-bucket", "gs://pathways-demo").replace("run_name=demo ", f"run_name={run} ")
+    document = yaml.safe_load(text)
+    env = [{"name": k, "value": v} for k, v in {"PATHWAYS_TESTING_STEP_SECONDS": "10", **(env or {})}.items()]
+    if document["kind"] == "PathwaysJob":
+        document["spec"]["workers"][0].update({"type": "ct5lp-hightpu-4t", "topology": "2x4"})
+        document["spec"]["workers"][0].pop("nodeSelector", None)  # the sample's reservation
+        pod = document["spec"]["controller"]["template"]["spec"]
+        main = pod["containers"][0]
+        main["command"] = ["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
+                           "base_output_directory=gs://pathways-demo/maxtext", f"run_name={run}", "steps=20"]
+        main.pop("args", None)
+    else:
+        head, _ = document["spec"]["replicatedJobs"]
+        pod = head["template"]["spec"]["template"]["spec"]
+        pod["nodeSelector"]["cloud.google.com/gke-nodepool"] = "default-pool"
+        main = next(c for c in pod["containers"] if "pathways" not in c["image"])
+    main["env"] = [*(main.get("env") or []), *env]
+    return document, main["name"]
+
+
+def task(task_id: str, manifest, **overrides) -> PathwaysJobOperator:
+    return PathwaysJobOperator(task_id=task_id, manifest=manifest, deferrable=False, **overrides)
+
+
+def gone(identity: TaskIdentity, prefix: str) -> bool:
+    hook = PathwaysHook()
+    selector = f"{TASK_KEY_LABEL}={identity.key}"
+    return not hook.list(JOBSET, "default", label_selector=selector) and not hook.list(PATHWAYSJOB, "default", label_selector=selector)
+
+
+@pytest.mark.parametrize("fixture", ["xpk-pathways-jobset.yaml", "gcluster-pathways-jobset.yaml"])
+def test_maintenance_mid_run_resumes_a_supplied_jobset_from_the_newest_committed_step(pathways_cluster, fixture):
+    task_id = f"byo-{fixture.split('-')[0]}"
+    run = f"byo-{uuid.uuid4().hex[:6]}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    document, container = local(fixture, run)
+    prefix = document["metadata"]["name"][:10].rstrip("-")
+    disrupt = when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.maintenance(pool, duration=600), container=container, prefix=prefix)
+    with LiveWorkloads(pathways_cluster, identity, api="jobset.x-k8s.io/v1alpha2", kind="JobSet") as live:
+        result = task(task_id, document, checkpoint_dir=f"gs://pathways-demo/maxtext/{run}/checkpoints").execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    disrupt.join(1)
+    assert live.most == 1
+    assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 19
+    assert result["tpu"] == {"machine_type": "ct5lp-hightpu-4t", "topology": "2x4", "slices": 2, "chips": 16}
+    disruptions = result["disruptions"]
+    assert disruptions and {d["kind"] for d in disruptions} == {"MAINTENANCE"}
+    resubmitted = [d for d in disruptions if d.get("handled_by") != "JobSet restart"]
+    if resubmitted:  # the JobSet's own restart (the rule the provider added) may have ridden it out instead
+        assert resubmitted[0]["resumed_from_step"] == 10 and result["name"] == identity.workload_name(1, prefix)
+    wait_for(lambda: gone(identity, prefix), timeout=30)
+
+
+def test_a_bug_in_a_supplied_jobset_fails_at_once_and_is_never_resubmitted(pathways_cluster):
+    task_id, run = "byo-bug", f"byo-{uuid.uuid4().hex[:6]}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    document, _ = local("xpk-pathways-jobset.yaml", run, env={"PATHWAYS_TESTING_FAIL_AT_STEP": "3", "PATHWAYS_TESTING_EXIT_CODE": "1", "PATHWAYS_TESTING_STEP_SECONDS": "1"})
+    with pytest.raises(UserCodeError) as caught:
+        task(task_id, yaml.safe_dump(document)).execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    assert caught.value.exit_code == 1
+    involved = {e["involvedObject"]["name"] for e in pathways_cluster.list("v1", "Event", "default")}
+    prefix = "demo-pathw"
+    assert identity.workload_name(0, prefix) in involved
+    assert not any(name.startswith(identity.workload_name(1, prefix)) for name in involved), "never resubmitted"
+
+
+def test_a_supplied_pathwaysjob_runs_deferred_and_a_kill_deletes_it(pathways_cluster):
+    task_id, run = "byo-pwj", f"byo-{uuid.uuid4().hex[:6]}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    document, _ = local("pathways-job-sample.yaml", run, env={"PATHWAYS_TESTING_STEP_SECONDS": "30"})
+    operator = PathwaysJobOperator(task_id=task_id, manifest=document, deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    name = identity.workload_name(0, "pathways-t")
+    assert deferred.value.trigger.serialize()[1]["backend"] == "pathwaysjob"
+    pathwaysjob = PathwaysHook().get(PATHWAYSJOB, "default", name)
+    assert pathwaysjob["metadata"]["labels"][TASK_KEY_LABEL] == identity.key
+    wait_for(lambda: (PathwaysHook().get(JOBSET, "default", name) or {}).get("status", {}).get("replicatedJobsStatus"), timeout=30)
+    operator.on_kill()
+    wait_for(lambda: gone(identity, "pathways-t"), timeout=30)
+
+
+def test_a_supplied_manifest_file_is_found_and_rendered_as_a_template(pathways_cluster, tmp_path):
+    document, _ = local("xpk-pathways-jobset.yaml", "byo-file")
+    document["metadata"]["labels"]["team"] = "{{ params.team }}"
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(document))
+    operator = task("byo-file", str(path))
+    ti = TaskInstance("dag", "byo-file", "run-1")
+    manifest = operator.render_manifest({"ti": ti, "params": {"team": "ml-infra"}})
+    assert manifest["metadata"]["labels"]["team"] == "ml-infra"
+    assert manifest["metadata"]["name"] == TaskIdentity("dag", "byo-file", "run-1").workload_name(0, "demo-pathw")
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["disruptionRestartsFree", "userErrorFailsJobSet"]
+
+
+def test_a_manifest_mixed_with_spec_parameters_is_refused_naming_both_sides():
+    document = yaml.safe_load((MANIFESTS / "xpk-pathways-jobset.yaml").read_text())
+    with pytest.raises(InvalidWorkloadSpec) as caught:
+        PathwaysJobOperator(task_id="mixed", manifest=document, tpu="v5e", topology="2x4")
+    assert "manifest=" in str(caught.value) and "also given: topology, tpu" in str(caught.value)
+    assert PathwaysJobOperator(task_id="queued", manifest=document, queue_name="multislice-queue")  # applies to both
+
+
+def test_a_bad_manifest_is_refused_when_the_dag_is_parsed():
+    with pytest.raises(InvalidWorkloadSpec) as caught:
+        PathwaysJobOperator(task_id="lws", manifest=(MANIFESTS / "lws-multihost-inference.yaml").read_text())
+    assert "LeaderWorkerSet leaderworkerset.x-k8s.io/v1" in str(caught.value)
+
+
+def test_the_dry_run_of_a_supplied_manifest_needs_no_cluster(pathways_cluster):
+    document, _ = local("gcluster-pathways-jobset.yaml", "byo-dry")
+    manifest = task("byo-dry", document).render_manifest()
+    assert manifest["metadata"]["name"].startswith("demo-gclus-") and manifest["metadata"]["namespace"] == "default"
+

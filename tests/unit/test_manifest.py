@@ -1,0 +1,210 @@
+"""A user's own PathwaysJob or JobSet, read and supervised (pure), on the manifests upstream tools write.
+
+The fixtures are taken from upstream (``tests/unit/fixtures/manifests/README.md`` cites each file).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pathways_airflow.checkpoints import Checkpoint
+from pathways_airflow.spec.errors import InvalidWorkloadSpec
+from pathways_airflow.spec.manifest import is_manifest_file, manifest_object, read_manifest, supervise
+from pathways_airflow.spec.names import TaskIdentity
+from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+
+pytestmark = pytest.mark.pure
+
+MANIFESTS = Path(__file__).parent / "fixtures" / "manifests"
+SUPERVISED = ("gcluster-pathways-jobset.yaml", "xpk-pathways-jobset.yaml", "pathways-job-sample.yaml")
+IDENTITY = TaskIdentity("nightly_training", "train", "scheduled__2026-11-27T00:00:00+00:00")
+
+
+def text(name: str) -> str:
+    return (MANIFESTS / name).read_text()
+
+
+def supervised(name: str, **overrides):
+    user = read_manifest(text(name))
+    arguments = {
+        "name": IDENTITY.workload_name(0, "demo"),
+        "namespace": "default",
+        "labels": IDENTITY.labels(0),
+        "annotations": IDENTITY.annotations(),
+        "queue_name": None,
+        "ttl_seconds_after_finished": 86_400,
+        "system_exit_codes": XPK_SYSTEM_EXIT_CODES,
+        **overrides,
+    }
+    return user, *supervise(user, **arguments)
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "machine_type", "topology", "slices", "chips", "main"),
+    [
+        ("gcluster-pathways-jobset.yaml", "jobset", "ct5lp-hightpu-4t", "2x4", 2, 16, ("pathways-head", "workload-container")),
+        ("xpk-pathways-jobset.yaml", "jobset", "ct5lp-hightpu-4t", "2x4", 2, 16, ("pathways-head", "jax-tpu")),
+        ("pathways-job-sample.yaml", "pathwaysjob", "ct4p-hightpu-4t", "2x2x2", 2, 16, ("controller", "main-workload")),
+    ],
+)
+def test_the_shape_and_the_program_come_from_the_manifest(name, backend, machine_type, topology, slices, chips, main):
+    user = read_manifest(text(name))
+    assert (user.backend, user.shape.machine_type.name, user.shape.topology, user.num_slices, user.total_chips) == (
+        backend, machine_type, topology, slices, chips,
+    )
+    assert (user.main_job, user.main_container) == main
+    assert user.tpu() == {"machine_type": machine_type, "topology": topology, "slices": slices, "chips": chips}
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_every_supervised_manifest_validates_against_its_crd(schema_validator, name):
+    _, manifest, _ = supervised(name, queue_name="multislice-queue", resume_from=Checkpoint(120, "gs://demo-bucket/ckpt/120"))
+    assert schema_validator.errors(manifest) == []
+
+
+def containers_of(manifest):
+    if manifest["kind"] == "PathwaysJob":
+        return {"controller": manifest["spec"]["controller"]["template"]["spec"]["containers"]}
+    return {j["name"]: j["template"]["spec"]["template"]["spec"]["containers"] for j in manifest["spec"]["replicatedJobs"]}
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_the_users_fields_are_kept_exactly(name):
+    original = yaml.safe_load(text(name))
+    user, manifest, _ = supervised(name)
+    assert containers_of(manifest) == containers_of(original)
+    assert original["metadata"].get("labels", {}).items() <= manifest["metadata"]["labels"].items()
+    assert original["metadata"].get("annotations", {}).items() <= manifest["metadata"]["annotations"].items()
+    if manifest["kind"] == "JobSet":
+        before, after = original["spec"].get("failurePolicy", {}), manifest["spec"]["failurePolicy"]
+        assert after.get("maxRestarts") == before.get("maxRestarts")
+        kept = [{k: v for k, v in rule.items() if k != "name"} for rule in before.get("rules", [])]
+        theirs = [{k: v for k, v in r.items() if k != "name"} for r in after["rules"] if r["name"] not in ("disruptionRestartsFree", "userErrorFailsJobSet")]
+        assert theirs == kept
+        for job_before, job_after in zip(original["spec"]["replicatedJobs"], manifest["spec"]["replicatedJobs"]):
+            pod_before = job_before["template"]["spec"]["template"]["spec"]
+            pod_after = job_after["template"]["spec"]["template"]["spec"]
+            assert pod_after.get("nodeSelector") == pod_before.get("nodeSelector")
+            assert job_after["replicas"] == job_before["replicas"]
+    else:
+        assert manifest["spec"]["workers"] == original["spec"]["workers"]
+        assert manifest["spec"]["maxRestarts"] == original["spec"]["maxRestarts"]
+    assert read_manifest(text(name)).manifest == user.manifest  # reading twice gives the same
+
+
+def test_a_jobset_gains_the_rules_that_keep_disruptions_free_and_stop_a_bug():
+    _, manifest, changes = supervised("xpk-pathways-jobset.yaml")
+    rules = manifest["spec"]["failurePolicy"]["rules"]
+    assert [r["name"] for r in rules] == ["disruptionRestartsFree", "userErrorFailsJobSet"]
+    assert rules[0]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
+    assert rules[1] == {"name": "userErrorFailsJobSet", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": ["pathways-head"]}
+    head, worker = manifest["spec"]["replicatedJobs"]
+    assert head["template"]["spec"]["podFailurePolicy"]["rules"][0] == {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert head["template"]["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]["containerName"] == "jax-tpu"
+    assert worker["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert manifest["spec"]["ttlSecondsAfterFinished"] == 86_400
+    lines = [change.line() for change in changes]
+    assert "replicatedJobs[worker].restartPolicy: OnFailure → Never  (a pod failure policy needs it; the JobSet restarts a failed slice whole)" in lines
+    assert any(line.startswith("metadata.name: demo-pathways → demo-") for line in lines)
+
+
+def test_the_users_own_rules_keep_their_order_after_ours_and_an_unnamed_one_its_webhook_name():
+    _, manifest, changes = supervised("gcluster-pathways-jobset.yaml")
+    rules = manifest["spec"]["failurePolicy"]["rules"]
+    assert [r["name"] for r in rules] == ["disruptionRestartsFree", "failurePolicyRule0", "userErrorFailsJobSet"]
+    assert rules[1] == {"name": "failurePolicyRule0", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+    assert manifest["spec"]["ttlSecondsAfterFinished"] == 3600  # the user's own is kept
+    assert not any(c.path == "spec.ttlSecondsAfterFinished" for c in changes)
+
+
+def test_a_rule_that_already_keeps_disruptions_free_is_kept_and_not_doubled():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    own = {"name": "maintenance", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}
+    document["spec"]["failurePolicy"]["rules"] = [own]
+    user = read_manifest(document)
+    manifest, _ = supervise(user, name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=None)
+    assert manifest["spec"]["failurePolicy"]["rules"] == [own]
+
+
+def test_the_name_namespace_queue_and_resume_are_added_and_said():
+    resume = Checkpoint(120, "gs://demo-bucket/ckpt/120")
+    user, manifest, changes = supervised("pathways-job-sample.yaml", namespace="ml-team", queue_name="multislice-queue", resume_from=resume)
+    assert manifest["metadata"]["name"] == IDENTITY.workload_name(0, "demo") and "generateName" not in manifest["metadata"]
+    assert manifest["metadata"]["namespace"] == "ml-team"
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "multislice-queue"
+    assert manifest["metadata"]["labels"].items() >= IDENTITY.labels(0).items()
+    main = next(c for c in manifest["spec"]["controller"]["template"]["spec"]["containers"] if c["name"] == "main-workload")
+    assert {"name": "PATHWAYS_RESUME_STEP", "value": "120"} in main["env"]
+    assert {"name": "PATHWAYS_RESUME_CHECKPOINT", "value": "gs://demo-bucket/ckpt/120"} in main["env"]
+    paths = [c.path for c in changes]
+    assert "metadata.labels[kueue.x-k8s.io/queue-name]" in paths and "spec.controller.template.containers[main-workload].env" in paths
+    assert user.manifest["metadata"]["name"] == "pathways-trial"  # the user's object is not touched
+
+
+def test_generate_name_is_replaced_by_the_tasks_name():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    document["metadata"] = {"generateName": "demo-", **{k: v for k, v in document["metadata"].items() if k != "name"}}
+    manifest, changes = supervise(read_manifest(json.dumps(document)), name="demo-x", namespace="default", labels={}, annotations={})
+    assert manifest["metadata"]["name"] == "demo-x" and "generateName" not in manifest["metadata"]
+    assert any(c.path == "metadata.generateName" for c in changes)
+
+
+# --- refused before anything is created ------------------------------------------------------------
+
+
+def refusal(source, **kwargs) -> str:
+    with pytest.raises(InvalidWorkloadSpec) as caught:
+        read_manifest(source, **kwargs)
+    return str(caught.value)
+
+
+def test_another_kind_is_refused_naming_it():
+    assert "LeaderWorkerSet leaderworkerset.x-k8s.io/v1" in refusal(text("lws-multihost-inference.yaml"))
+
+
+def test_several_objects_in_one_file_are_refused_naming_them():
+    message = refusal(text("xpk-pathways-jobset.yaml") + "\n---\n" + text("pathways-job-sample.yaml"))
+    assert "holds 2 objects" in message and "JobSet demo-pathways" in message and "PathwaysJob pathways-trial" in message
+
+
+def test_a_jobset_that_requests_no_tpu_is_refused():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    for job in document["spec"]["replicatedJobs"]:
+        for container in job["template"]["spec"]["template"]["spec"]["containers"]:
+            container.get("resources", {}).get("limits", {}).pop("google.com/tpu", None)
+    assert "holds no TPU slice" in refusal(document)
+
+
+def test_an_ambiguous_or_unknown_main_container_is_refused_naming_the_candidates():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    head = document["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    head["containers"].append({**copy.deepcopy(head["containers"][0]), "name": "logger"})
+    assert "2 containers that could run the program (jax-tpu, logger)" in refusal(document)
+    assert read_manifest(document, main_container="jax-tpu").main_container == "jax-tpu"
+    assert "its containers: jax-tpu, logger" in refusal(document, main_container="trainer")
+
+
+def test_a_failure_policy_that_would_restart_a_bug_forever_is_refused():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    document["spec"]["failurePolicy"]["rules"] = [{"name": "always", "action": "RestartJobSetAndIgnoreMaxRestarts"}]
+    assert "restarts on every failure, ignoring maxRestarts" in refusal(document)
+
+
+def test_a_jobset_without_a_pathways_head_is_refused_for_now():
+    assert "not the Pathways layout" in refusal(text("jobset-multislice.yaml"))
+
+
+def test_text_that_is_not_an_object_is_refused():
+    assert "is not a Kubernetes object" in refusal("just a string")
+    with pytest.raises(InvalidWorkloadSpec):
+        manifest_object(42)
+
+
+def test_a_file_name_is_told_from_manifest_text():
+    assert is_manifest_file("manifests/train.yaml") and is_manifest_file("train.json")
+    assert not is_manifest_file(text("xpk-pathways-jobset.yaml")) and not is_manifest_file({"kind": "JobSet"})

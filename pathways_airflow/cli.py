@@ -120,8 +120,8 @@ def render_parser(subparsers: argparse._SubParsersAction) -> None:
         "--manifest",
         metavar="FILE",
         help="a PathwaysJob or JobSet you already have (gcluster --dry-run-out, xpk --output-manifest-file): "
-        "print it as the operator would submit it (--namespace, --queue-name and --backend aside, the other "
-        "flags do not apply), and on stderr what was added or changed and why",
+        "print it as the operator would submit it, and on stderr what was added or changed and why; of the "
+        "other flags only --queue-name, --main-container, --crds and --namespace (when the manifest names none) apply",
     )
     parser.add_argument("--main-container", help="with --manifest: the container that runs the program")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the main container's command")

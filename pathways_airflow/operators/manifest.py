@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pathways_airflow.run.result import tpu_of
-from pathways_airflow.spec.arguments import looks_templated
+from pathways_airflow.spec.arguments import kueue_max_exec_time, looks_templated
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.manifest import UserWorkload, is_manifest_file, read_manifest, supervise
 from pathways_airflow.spec.names import slugify
@@ -43,9 +43,11 @@ class SuppliedManifest:
 
     def spec_parameters_given(self, names: tuple[str, ...]) -> list[str]:
         """The spec parameters set to something other than their default: a manifest excludes them."""
-        signature = inspect.signature(type(self).__init__).parameters  # type: ignore[misc]
+        declared = next(  # the operator class that declares them (a subclass may take **kwargs)
+            inspect.signature(k.__init__).parameters for k in type(self).__mro__ if set(names) <= set(inspect.signature(k.__init__).parameters)
+        )
         ours = {"backend"} if self._backend_read else set()  # set from the manifest's kind, not by the user
-        return [n for n in names if n not in SUPERVISION_PARAMETERS | ours and getattr(self, n) != signature[n].default]
+        return [n for n in names if n not in SUPERVISION_PARAMETERS | ours and getattr(self, n) != declared[n].default]
 
     def manifest_problems(self, spec_names: tuple[str, ...], *, only_known: bool, context: Context | None = None) -> list[SpecProblem]:
         """Why the manifest cannot be supervised (a mix with spec parameters, or the manifest itself)."""
@@ -88,7 +90,10 @@ class SuppliedManifest:
             if not Path(path).is_file():
                 raise InvalidWorkloadSpec([SpecProblem("manifest", path, "no such file in the DAG folder or template_searchpath")]) from None
             template = env.from_string(Path(path).read_text())
-        return template.render(**(context or {}))
+        try:
+            return template.render(**(context or {}))
+        except jinja2.UndefinedError as error:  # a dry run without the task's context
+            raise InvalidWorkloadSpec([SpecProblem("manifest", path, f"needs the task's context to render: {error}")]) from None
 
     def supervised_manifest(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
         """The user's manifest with what the provider's guarantees need, the changes logged."""
@@ -98,6 +103,7 @@ class SuppliedManifest:
             user, name=identity.workload_name(attempt, self.name_prefix), namespace=self.namespace, labels=identity.labels(attempt),
             annotations=identity.annotations(), queue_name=self.queue_name, ttl_seconds_after_finished=None if ttl is None else int(ttl),  # type: ignore[attr-defined]
             system_exit_codes=tuple(self.system_exit_codes), resume_from=resume_from,  # type: ignore[attr-defined]
+            max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name),  # type: ignore[attr-defined]
         )
         self.log.info("%s, supervised:\n%s", self._users_name(user), "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
         return manifest

@@ -25,6 +25,7 @@ from pathways_airflow.operators.manifest import SuppliedManifest
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
+from pathways_airflow.state.slices import slice_readiness
 from pathways_airflow.run import messages, outcome, rounds
 from pathways_airflow.run.records import Submission, WorkloadEvent
 from pathways_airflow.run.result import NO_CHECKPOINT_DIR, uid_of, workload_result
@@ -394,6 +395,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         """
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
+        self.validate(context=context)  # a manifest's kind, namespace and name, read again in this process
         finished = WorkloadEvent.from_payload(event)
         submission = self._recorded(context, record, finished)
         self.holding(workload_resource(self.backend), submission.namespace, submission.name)
@@ -486,8 +488,6 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
 
     def _report_slices(self) -> None:
         """Say which slices are still down: the new workload waits in the scheduler until they return."""
-        from pathways_airflow.state.slices import slice_readiness
-
         self.log.info("slices before resubmitting: %s", slice_readiness(self.hook.list_nodes(), self.slices_wanted(), now=time.time()).summary())
 
     def _complete(

@@ -176,7 +176,7 @@ def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWo
     if forever:
         problems.append(SpecProblem("manifest", "spec.failurePolicy", forever))
     coordinator = ((manifest.get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
-    main_job = next((j for j in jobs if j.get("name") == coordinator), None) or workers
+    main_job = next((j for j in jobs if j.get("name") == (coordinator or HEAD_JOB)), None) or workers
     candidates = [str(c.get("name")) for c in _pod_spec(main_job).get("containers") or () if not _is_pathways_image(c.get("image"))]
     try:
         name = _one_container(f"replicated job {main_job.get('name')}", candidates, main_container)
@@ -232,15 +232,26 @@ def _is_pathways_image(image: Any) -> bool:
 
 def restarts_forever_on_a_bug(manifest: Mapping[str, Any]) -> str | None:
     """Why a JobSet's own failure policy would restart a deterministic bug without end, if it would:
-    a rule that restarts ignoring ``maxRestarts`` on any failure of the program's job."""
+    a rule that restarts ignoring ``maxRestarts`` on every failure, or on every pod-failure-policy
+    failure (a bug's exit is one, once the provider's exit-code rule is on the program's job)
+    rather than only a disruption's."""
     for rule in ((manifest.get("spec") or {}).get("failurePolicy") or {}).get("rules") or ():
-        if rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts" and not rule.get("onJobFailureReasons") and not rule.get("onJobFailureMessagePatterns"):
-            return f"failure policy rule {rule.get('name') or '(unnamed)'} restarts on every failure, ignoring maxRestarts: a bug would run forever"
+        if rule.get("action") != "RestartJobSetAndIgnoreMaxRestarts" or _keeps_disruptions_free(rule):
+            continue
+        reasons = rule.get("onJobFailureReasons") or ()
+        if (not reasons and not rule.get("onJobFailureMessagePatterns")) or "PodFailurePolicy" in reasons:
+            return (f"failure policy rule {rule.get('name') or '(unnamed)'} restarts ignoring maxRestarts on every "
+                    f"{'pod-failure-policy ' if reasons else ''}failure, not only on DisruptionTarget: a bug would run forever")
     return None
 
 
 def _keeps_disruptions_free(rule: Mapping[str, Any]) -> bool:
-    return rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts" and "PodFailurePolicy" in (rule.get("onJobFailureReasons") or ())
+    """A rule that restarts without counting exactly when a pod failure policy failed a Job on a disruption."""
+    return (
+        rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts"
+        and "PodFailurePolicy" in (rule.get("onJobFailureReasons") or ())
+        and any("DisruptionTarget" in pattern for pattern in rule.get("onJobFailureMessagePatterns") or ())
+    )
 
 
 def supervise(
@@ -254,6 +265,7 @@ def supervise(
     ttl_seconds_after_finished: int | None = None,
     system_exit_codes: Sequence[int] | None = None,
     resume_from: Checkpoint | None = None,
+    max_exec_time_seconds: int | None = None,
 ) -> tuple[dict[str, Any], tuple[Change, ...]]:
     """The manifest to submit, and what was added or changed in it (see the module's docstring)."""
     manifest, changes = copy.deepcopy(user.manifest), []
@@ -265,7 +277,10 @@ def supervise(
     for key, value in labels.items():
         _set(changes, meta.setdefault("labels", {}), key, value, f"metadata.labels[{key}]", "ownership: re-attach, adoption and the janitor find the task's workloads by it")
     if queue_name:
-        _set(changes, meta["labels"], well_known.QUEUE_NAME, queue_name, f"metadata.labels[{well_known.QUEUE_NAME}]", "queue_name=")
+        _set(changes, meta.setdefault("labels", {}), well_known.QUEUE_NAME, queue_name, f"metadata.labels[{well_known.QUEUE_NAME}]", "queue_name=")
+    if max_exec_time_seconds is not None and (meta.get("labels") or {}).get(well_known.QUEUE_NAME):
+        _set(changes, meta.setdefault("labels", {}), well_known.MAX_EXEC_TIME, str(max_exec_time_seconds), f"metadata.labels[{well_known.MAX_EXEC_TIME}]",
+             "Kueue stops the workload after the task's execution_timeout, even with no Airflow left")
     for key, value in annotations.items():
         _set(changes, meta.setdefault("annotations", {}), key, value, f"metadata.annotations[{key}]", "the task instance's full identifiers")
     if user.backend == "jobset":
@@ -309,8 +324,11 @@ def _supervise_jobset(
         job = next(j for j in spec["replicatedJobs"] if j.get("name") == user.main_job)
         pod_rules = job["template"]["spec"].setdefault("podFailurePolicy", {}).setdefault("rules", [])
         pod_rules.append({"action": "FailJob", "onExitCodes": {"containerName": user.main_container, "operator": "NotIn", "values": sorted(set(system_exit_codes) - {0})}})
-        rules.append({"name": USER_ERROR_RULE_NAME, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": [user.main_job]})
-        changes.append(Change("spec.failurePolicy.rules[-1]", USER_ERROR_RULE_NAME, f"{user.main_container} exiting with a code outside system_exit_codes is a bug: the JobSet fails at once instead of restarting it"))
+        after = max((i + 1 for i, rule in enumerate(rules) if _keeps_disruptions_free(rule)), default=0)  # a disruption is never a bug
+        rules.insert(after, {"name": USER_ERROR_RULE_NAME, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": [user.main_job]})
+        changes.append(Change(f"spec.failurePolicy.rules[{after}]", USER_ERROR_RULE_NAME, f"{user.main_container} exiting with a code outside system_exit_codes is a bug: the JobSet fails at once instead of restarting it"))
+    elif system_exit_codes is not None and user.main_container is not None:
+        changes.append(Change(f"replicatedJobs[{user.main_job}].podFailurePolicy", "not added", "its pods restart in place (restartPolicy is not Never): a bug there uses up maxRestarts"))
 
 
 def _pod_spec_of(spec: Mapping[str, Any], job_name: str | None) -> dict[str, Any]:

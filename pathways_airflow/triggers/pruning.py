@@ -67,7 +67,7 @@ def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """A pod as the state core reads it: metadata without annotations, its status, and of its
     spec only the node (:func:`~pathways_airflow.state.disruption.classify`,
     :func:`~pathways_airflow.state.ran_on.where_workers_run`) and the container names
-    (:func:`~pathways_airflow.state.status.main_container_status`); the rest is the template, already in the JobSet."""
+    (:func:`~pathways_airflow.state.workload_parts.main_container_status`); the rest is the template, already in the JobSet."""
     spec = pod.get("spec") or {}
     slim_spec: dict[str, Any] = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
     if spec.get("nodeName"):
@@ -119,7 +119,7 @@ def _failure_policy(policy: Any) -> Any:
 def _replicated_job(replicated: Mapping[str, Any]) -> dict[str, Any]:
     """``name`` and ``replicas`` (:func:`~pathways_airflow.state.status.slices_total`,
     :func:`~pathways_airflow.state.creation.children_missing`), the Job's ``parallelism``
-    (:func:`~pathways_airflow.state.status.pods_per_slice`), and of its pod template what :func:`_pod_spec` keeps."""
+    (:func:`~pathways_airflow.state.workload_parts.pods_per_slice`), and of its pod template what :func:`_pod_spec` keeps."""
     kept = {k: replicated[k] for k in ("name", "replicas") if k in replicated}
     job_spec = (replicated.get("template") or {}).get("spec") or {}
     slim_job: dict[str, Any] = {"parallelism": job_spec["parallelism"]} if "parallelism" in job_spec else {}
@@ -154,7 +154,7 @@ def pruned_pathwaysjob(pathwaysjob: dict[str, Any]) -> dict[str, Any]:
     controller does (``workers``, ``maxRestarts``, ``controller``'s mode, ``elasticSlices`` and
     metrics flag; ``customComponents``, ``pathwaysDir`` and the rest are parsed with them), and it is
     small. Of ``controller.template``, whose containers no reader looks into, only its presence
-    counts: :func:`~pathways_airflow.state.status._declared_main_container` (a headless job has
+    counts: :func:`~pathways_airflow.state.workload_parts._declared_main_container` (a headless job has
     none) and :func:`~pathways_airflow.spec.parse.workload_from_pathwaysjob` (a user's program or
     not); :func:`_template_presence` keeps exactly that.
     """

@@ -26,6 +26,7 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 from tests.support.connections import connect
 from tests.support.task_instance import TaskInstance
+from tests.support.triggers import first_event
 from tests.support.waiting import wait_for
 from tests.support.workloads import LiveWorkloads, when_step
 
@@ -160,3 +161,20 @@ def test_the_dry_run_of_a_supplied_manifest_needs_no_cluster(pathways_cluster):
     manifest = task("byo-dry", document).render_manifest()
     assert manifest["metadata"]["name"].startswith("demo-gclus-") and manifest["metadata"]["namespace"] == "default"
 
+
+
+def test_a_deferred_task_with_a_manifest_file_resumes_in_a_fresh_process_on_the_manifests_kind(pathways_cluster, tmp_path):
+    """The triggerer's event comes back to a new operator object (another worker): it reads the
+    file again, so it acts on the JobSet in the manifest's namespace, not on the defaults."""
+    task_id, run = "byo-resume", f"byo-{uuid.uuid4().hex[:6]}"
+    document, _ = local("xpk-pathways-jobset.yaml", run, env={"PATHWAYS_TESTING_STEP_SECONDS": "1"})
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(TaskDeferred) as deferred:
+        PathwaysJobOperator(task_id=task_id, manifest=str(path), deferrable=True).execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    event = first_event(deferred.value.trigger)
+    fresh = PathwaysJobOperator(task_id=task_id, manifest=str(path), deferrable=True)
+    result = fresh.execute_complete({"ti": TaskInstance("dag", task_id, "run-1")}, event, **deferred.value.kwargs)
+    assert result["state"] == "SUCCEEDED" and result["backend"] == "jobset"
+    assert result["tpu"] == {"machine_type": "ct5lp-hightpu-4t", "topology": "2x4", "slices": 2, "chips": 16}
+    wait_for(lambda: gone(TaskIdentity("dag", task_id, "run-1"), "demo-pathw"), timeout=30)

@@ -116,19 +116,36 @@ def test_a_jobset_gains_the_rules_that_keep_disruptions_free_and_stop_a_bug():
 def test_the_users_own_rules_keep_their_order_after_ours_and_an_unnamed_one_its_webhook_name():
     _, manifest, changes = supervised("gcluster-pathways-jobset.yaml")
     rules = manifest["spec"]["failurePolicy"]["rules"]
-    assert [r["name"] for r in rules] == ["disruptionRestartsFree", "failurePolicyRule0", "userErrorFailsJobSet"]
-    assert rules[1] == {"name": "failurePolicyRule0", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+    assert [r["name"] for r in rules] == ["disruptionRestartsFree", "userErrorFailsJobSet", "failurePolicyRule0"]
+    assert rules[2] == {"name": "failurePolicyRule0", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
     assert manifest["spec"]["ttlSecondsAfterFinished"] == 3600  # the user's own is kept
     assert not any(c.path == "spec.ttlSecondsAfterFinished" for c in changes)
 
 
 def test_a_rule_that_already_keeps_disruptions_free_is_kept_and_not_doubled():
     document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
-    own = {"name": "maintenance", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}
+    own = {"name": "maintenance", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"],
+           "onJobFailureMessagePatterns": ["reason=DisruptionTarget"]}
     document["spec"]["failurePolicy"]["rules"] = [own]
     user = read_manifest(document)
     manifest, _ = supervise(user, name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=None)
     assert manifest["spec"]["failurePolicy"]["rules"] == [own]
+    manifest, _ = supervise(user, name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=XPK_SYSTEM_EXIT_CODES)
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["maintenance", "userErrorFailsJobSet"]
+
+
+def test_the_bug_rule_comes_before_the_users_own_restart_rules():
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    document["spec"]["failurePolicy"]["rules"] = [{"name": "retry", "action": "RestartJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
+    manifest, _ = supervise(read_manifest(document), name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=XPK_SYSTEM_EXIT_CODES)
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["disruptionRestartsFree", "userErrorFailsJobSet", "retry"]
+
+
+def test_the_queue_and_kueues_time_limit_are_labels_even_on_a_manifest_without_labels():
+    document = yaml.safe_load(text("pathways-job-sample.yaml"))
+    document["metadata"].pop("labels", None)
+    manifest, changes = supervise(read_manifest(document), name="a-b", namespace="default", labels={}, annotations={}, queue_name="q", max_exec_time_seconds=3720)
+    assert manifest["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/max-exec-time-seconds": "3720"}
 
 
 def test_the_name_namespace_queue_and_resume_are_added_and_said():
@@ -192,7 +209,9 @@ def test_an_ambiguous_or_unknown_main_container_is_refused_naming_the_candidates
 def test_a_failure_policy_that_would_restart_a_bug_forever_is_refused():
     document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
     document["spec"]["failurePolicy"]["rules"] = [{"name": "always", "action": "RestartJobSetAndIgnoreMaxRestarts"}]
-    assert "restarts on every failure, ignoring maxRestarts" in refusal(document)
+    assert "restarts ignoring maxRestarts on every failure" in refusal(document)
+    document["spec"]["failurePolicy"]["rules"] = [{"name": "pfp", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}]
+    assert "on every pod-failure-policy failure, not only on DisruptionTarget" in refusal(document)
 
 
 def test_a_jobset_without_a_pathways_head_is_refused_for_now():

@@ -13,6 +13,7 @@ import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pathways_airflow import well_known
 from pathways_airflow.run.result import tpu_of
 from pathways_airflow.spec.arguments import kueue_max_exec_time, looks_templated
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
@@ -103,7 +104,7 @@ class SuppliedManifest:
             user, name=identity.workload_name(attempt, self.name_prefix), namespace=self.namespace, labels=identity.labels(attempt),
             annotations=identity.annotations(), queue_name=self.queue_name, ttl_seconds_after_finished=None if ttl is None else int(ttl),  # type: ignore[attr-defined]
             system_exit_codes=tuple(self.system_exit_codes), resume_from=resume_from,  # type: ignore[attr-defined]
-            max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name),  # type: ignore[attr-defined]
+            max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name or _queue_of(user)),  # type: ignore[attr-defined]
         )
         self.log.info("%s, supervised:\n%s", self._users_name(user), "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
         return manifest
@@ -139,6 +140,11 @@ class SuppliedManifest:
         if self.manifest is not None:
             return self.user_workload().main_container
         return self.container_name if self.image else None  # type: ignore[attr-defined]
+
+
+def _queue_of(user: UserWorkload) -> str | None:
+    """The Kueue queue the manifest itself names, if any."""
+    return ((user.manifest.get("metadata") or {}).get("labels") or {}).get(well_known.QUEUE_NAME)
 
 
 __all__ = ["SUPERVISION_PARAMETERS", "SuppliedManifest"]

@@ -312,23 +312,29 @@ def _supervise_jobset(
         })
         changes.append(Change("spec.failurePolicy.rules[0]", DISRUPTION_RULE_NAME, "maintenance, preemption and eviction restart the JobSet without using up maxRestarts"))
         for job in spec.get("replicatedJobs") or ():
-            job_spec, pod = job["template"]["spec"], _pod_spec(job)
-            if pod.get("restartPolicy") == "OnFailure":  # a pod failure policy needs Never (batch/v1 JobSpec)
-                pod["restartPolicy"] = "Never"
-                changes.append(Change(f"replicatedJobs[{job['name']}].restartPolicy", "Never", "a pod failure policy needs it; the JobSet restarts a failed slice whole", "OnFailure"))
-            pod_rules = job_spec.setdefault("podFailurePolicy", {}).setdefault("rules", [])
+            _restart_pods_never(job, changes)
+            pod_rules = job["template"]["spec"].setdefault("podFailurePolicy", {}).setdefault("rules", [])
             if DISRUPTION_POD_RULE not in pod_rules:
                 pod_rules.insert(0, copy.deepcopy(DISRUPTION_POD_RULE))
                 changes.append(Change(f"replicatedJobs[{job['name']}].podFailurePolicy.rules[0]", "FailJob on DisruptionTarget", "a pod the infrastructure ended fails its Job with a reason the rule above reads"))
-    if system_exit_codes is not None and user.main_container is not None and _pod_spec_of(spec, user.main_job).get("restartPolicy") == "Never":
+    if system_exit_codes is not None and user.main_container is not None:
         job = next(j for j in spec["replicatedJobs"] if j.get("name") == user.main_job)
+        _restart_pods_never(job, changes)
         pod_rules = job["template"]["spec"].setdefault("podFailurePolicy", {}).setdefault("rules", [])
         pod_rules.append({"action": "FailJob", "onExitCodes": {"containerName": user.main_container, "operator": "NotIn", "values": sorted(set(system_exit_codes) - {0})}})
         after = max((i + 1 for i, rule in enumerate(rules) if _keeps_disruptions_free(rule)), default=0)  # a disruption is never a bug
         rules.insert(after, {"name": USER_ERROR_RULE_NAME, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": [user.main_job]})
         changes.append(Change(f"spec.failurePolicy.rules[{after}]", USER_ERROR_RULE_NAME, f"{user.main_container} exiting with a code outside system_exit_codes is a bug: the JobSet fails at once instead of restarting it"))
-    elif system_exit_codes is not None and user.main_container is not None:
-        changes.append(Change(f"replicatedJobs[{user.main_job}].podFailurePolicy", "not added", "its pods restart in place (restartPolicy is not Never): a bug there uses up maxRestarts"))
+
+
+def _restart_pods_never(job: Mapping[str, Any], changes: list[Change]) -> None:
+    """A pod failure policy needs ``restartPolicy: Never`` (batch/v1 ``JobSpec.podFailurePolicy``):
+    a pod restarted in place would run a bug again, or hold a disrupted slice; the JobSet restarts
+    a failed job whole instead."""
+    pod = _pod_spec(job)
+    if pod.get("restartPolicy") != "Never":
+        changes.append(Change(f"replicatedJobs[{job['name']}].restartPolicy", "Never", "a pod failure policy needs it; the JobSet restarts a failed job whole", pod.get("restartPolicy")))
+        pod["restartPolicy"] = "Never"
 
 
 def _pod_spec_of(spec: Mapping[str, Any], job_name: str | None) -> dict[str, Any]:

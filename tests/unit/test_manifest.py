@@ -109,7 +109,7 @@ def test_a_jobset_gains_the_rules_that_keep_disruptions_free_and_stop_a_bug():
     assert worker["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert manifest["spec"]["ttlSecondsAfterFinished"] == 86_400
     lines = [change.line() for change in changes]
-    assert "replicatedJobs[worker].restartPolicy: OnFailure → Never  (a pod failure policy needs it; the JobSet restarts a failed slice whole)" in lines
+    assert "replicatedJobs[worker].restartPolicy: OnFailure → Never  (a pod failure policy needs it; the JobSet restarts a failed job whole)" in lines
     assert any(line.startswith("metadata.name: demo-pathways → demo-") for line in lines)
 
 
@@ -227,3 +227,19 @@ def test_text_that_is_not_an_object_is_refused():
 def test_a_file_name_is_told_from_manifest_text():
     assert is_manifest_file("manifests/train.yaml") and is_manifest_file("train.json")
     assert not is_manifest_file(text("xpk-pathways-jobset.yaml")) and not is_manifest_file({"kind": "JobSet"})
+
+
+def test_the_programs_pods_stop_restarting_in_place_so_a_bug_is_stopped_at_once():
+    """A head whose pods restart in place would run a bug again before any rule sees it: with the
+    user-error rule its pods are set to ``Never``, even where the manifest keeps disruptions free itself."""
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    document["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    document["spec"]["failurePolicy"]["rules"] = [
+        {"name": "maintenance", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"], "onJobFailureMessagePatterns": ["DisruptionTarget"]}
+    ]
+    manifest, changes = supervise(read_manifest(document), name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=XPK_SYSTEM_EXIT_CODES)
+    head = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert head["template"]["spec"]["restartPolicy"] == "Never"
+    assert head["podFailurePolicy"]["rules"][-1]["onExitCodes"]["containerName"] == "jax-tpu"
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["maintenance", "userErrorFailsJobSet"]
+    assert "replicatedJobs[pathways-head].restartPolicy: OnFailure → Never" in " ".join(c.line() for c in changes)

@@ -27,6 +27,8 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator
+from pathways_airflow.spec import build_workload, render
+from pathways_airflow.spec.render import JobSetFailurePolicy
 from pathways_airflow.operators.workload import STATE_KEY
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
@@ -109,8 +111,7 @@ class Scenario:
         }
         if plan.fail_at_step is not None:
             env |= {"PATHWAYS_TESTING_FAIL_AT_STEP": str(plan.fail_at_step), "PATHWAYS_TESTING_EXIT_CODE": str(plan.exit_code)}
-        return PathwaysJobOperator(
-            task_id=self.identity.task_id,
+        workload = dict(
             tpu="v5e",
             topology="2x4",
             num_slices=plan.num_slices,
@@ -121,15 +122,20 @@ class Scenario:
                 f"steps={plan.steps}", f"checkpoint_period={plan.checkpoint_period}",
             ],
             env=env,
-            checkpoint_dir=self.checkpoint_dir,
-            backend=plan.backend,
-            deferrable=plan.mode == "deferred",
-            max_disruptions=plan.max_disruptions,
             max_restarts=plan.max_restarts,
             termination_grace_period_seconds=plan.grace_seconds,
             queue_name="multislice-queue" if plan.queued else None,
+        )
+        task = dict(
+            task_id=self.identity.task_id,
+            checkpoint_dir=self.checkpoint_dir,
+            deferrable=plan.mode == "deferred",
+            max_disruptions=plan.max_disruptions,
             execution_timeout=dt.timedelta(seconds=plan.timeout_seconds) if plan.timeout_seconds else None,
         )
+        if plan.manifest:
+            return PathwaysJobOperator(**task, manifest=users_manifest(self.identity.task_id, plan.backend, workload))
+        return PathwaysJobOperator(**task, **workload, backend=plan.backend)
 
     def new_try(self) -> dict[str, Any]:
         self.tries += 1
@@ -474,3 +480,10 @@ class Scenario:
             if len(parts) == 2 and parts[0].isdigit() and parts[1] == "commit_success.txt":
                 commits[int(parts[0])] = blob.time_created.timestamp()
         return commits
+
+
+def users_manifest(name: str, backend: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """The workload as a user hands it over: a PathwaysJob, or a JobSet in the Pathways layout with
+    no failure rules of the provider's (a bare ``maxRestarts``, as xpk writes it)."""
+    bare = JobSetFailurePolicy(ignore_disruptions=False, system_exit_codes=None)
+    return render(build_workload(**workload), backend=backend, name=name, namespace="default", failure_policy=bare)

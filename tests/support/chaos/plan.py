@@ -86,13 +86,17 @@ class Plan:
     """How many disruptions the operator will count against ``max_disruptions`` before the end."""
     max_restarts: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    manifest: bool = False
+    """The task is given its workload as a manifest (``manifest=``), as a user with a gcluster or xpk
+    file would, instead of the spec parameters: a quarter of the seeds, chosen without the draw's
+    random stream so every other seed's plan stays as it was."""
 
     def describe(self) -> str:
         lines = [
             f"seed {self.seed}: {self.backend}, {self.mode}, {self.num_slices} slice(s), {self.steps} steps × {self.step_seconds:g}s "
             f"(checkpoint every {self.checkpoint_period}, save {self.save_seconds:g}s, grace {self.grace_seconds}s), "
             f"max_disruptions={self.max_disruptions}, max_restarts={self.max_restarts}, queued={self.queued}, "
-            f"state_store={self.state_store}",
+            f"state_store={self.state_store}, manifest={self.manifest}",
             f"  user failure: {'step %d exit %d' % (self.fail_at_step, self.exit_code) if self.fail_at_step is not None else 'none'}; "
             f"crash after submit: {self.crash_after_submit}; crash before complete: {self.crash_before_complete}; "
             f"execution_timeout: {self.timeout_seconds}",
@@ -255,6 +259,7 @@ def plan(seed: int) -> Plan:
     events.sort(key=lambda e: (e.at_step, e.delay))
     return Plan(
         seed=seed,
+        manifest=seed % 4 == 0,
         backend=backend,
         mode=mode,
         num_slices=num_slices,

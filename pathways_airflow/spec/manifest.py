@@ -317,7 +317,7 @@ def _supervise_jobset(
             if DISRUPTION_POD_RULE not in pod_rules:
                 pod_rules.insert(0, copy.deepcopy(DISRUPTION_POD_RULE))
                 changes.append(Change(f"replicatedJobs[{job['name']}].podFailurePolicy.rules[0]", "FailJob on DisruptionTarget", "a pod the infrastructure ended fails its Job with a reason the rule above reads"))
-    if system_exit_codes is not None and user.main_container is not None:
+    if system_exit_codes is not None and user.main_container is not None and all(r.get("name") != USER_ERROR_RULE_NAME for r in rules):
         job = next(j for j in spec["replicatedJobs"] if j.get("name") == user.main_job)
         _restart_pods_never(job, changes)
         pod_rules = job["template"]["spec"].setdefault("podFailurePolicy", {}).setdefault("rules", [])

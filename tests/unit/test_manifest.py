@@ -243,3 +243,10 @@ def test_the_programs_pods_stop_restarting_in_place_so_a_bug_is_stopped_at_once(
     assert head["podFailurePolicy"]["rules"][-1]["onExitCodes"]["containerName"] == "jax-tpu"
     assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["maintenance", "userErrorFailsJobSet"]
     assert "replicatedJobs[pathways-head].restartPolicy: OnFailure → Never" in " ".join(c.line() for c in changes)
+
+
+def test_a_manifest_the_provider_rendered_is_supervised_without_doubling_its_rules():
+    _, once, _ = supervised("xpk-pathways-jobset.yaml")
+    twice, changes = supervise(read_manifest(once), name=once["metadata"]["name"], namespace="default", labels={}, annotations={},
+                               system_exit_codes=XPK_SYSTEM_EXIT_CODES, ttl_seconds_after_finished=86_400)
+    assert twice == once and changes == ()

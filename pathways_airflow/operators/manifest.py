@@ -13,7 +13,6 @@ import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pathways_airflow import well_known
 from pathways_airflow.run.result import tpu_of
 from pathways_airflow.spec.arguments import kueue_max_exec_time, looks_templated
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
@@ -40,6 +39,7 @@ class SuppliedManifest:
     backend: str
     name_prefix: str | None
     _understood: UserWorkload | None = None
+    _read_with: Any = None
     _backend_read = False
 
     def spec_parameters_given(self, names: tuple[str, ...]) -> list[str]:
@@ -64,20 +64,17 @@ class SuppliedManifest:
         return []
 
     def user_workload(self, context: Context | None = None) -> UserWorkload:
-        """The manifest as understood (the backend is its kind's); its namespace, or the operator's
-        where it names none. Read once with the task's context, then kept."""
-        if context is None and self._understood is not None:
+        """The manifest as understood; the operator takes its kind, namespace and name from it.
+        Read (and a file rendered) once per task context, then kept: a task asks several times."""
+        if self._understood is not None and (context is None or context is self._read_with):
             return self._understood
         source = self.manifest_text(self.manifest, context) if is_manifest_file(self.manifest) else self.manifest
         user = read_manifest(source, main_container=self.main_container)
-        written = (user.manifest.get("metadata") or {}).get("namespace")
-        if written and written != self.namespace and self.namespace != "default":
-            raise InvalidWorkloadSpec([SpecProblem("namespace", self.namespace, f"differs from the manifest's namespace {written!r}; set one of them")])
-        self.namespace, self.backend, self._backend_read = written or self.namespace, user.backend, True
-        if self.name_prefix is None:  # the workload keeps the user's name as its prefix  # type: ignore[has-type]
-            self.name_prefix = slugify(self._users_name(user))
+        self.namespace, self.backend, self._backend_read = user.namespace_for(self.namespace), user.backend, True
+        if self.name_prefix is None:  # the workload keeps the user's name as its prefix
+            self.name_prefix = slugify(user.name)
         if context is not None:
-            self._understood = user
+            self._understood, self._read_with = user, context
         return user
 
     def manifest_text(self, path: str, context: Context | None) -> str:
@@ -96,35 +93,27 @@ class SuppliedManifest:
         except jinja2.UndefinedError as error:  # a dry run without the task's context
             raise InvalidWorkloadSpec([SpecProblem("manifest", path, f"needs the task's context to render: {error}")]) from None
 
-    def supervised_manifest(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
-        """The user's manifest with what the provider's guarantees need, the changes logged."""
-        user, identity = self.user_workload(context), self.task_identity(context)  # type: ignore[attr-defined]
-        ttl = self.ttl_seconds_after_finished  # type: ignore[attr-defined]
+    def rendered(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
+        """The manifest to submit: the user's with what the provider's guarantees need (the changes
+        logged), or the one rendered from the spec parameters."""
+        identity, ttl = self.task_identity(context), self.ttl_seconds_after_finished  # type: ignore[attr-defined]
+        ttl = None if ttl is None else int(ttl)
+        if self.manifest is None:
+            return render(
+                self.workload(resume_from), backend=self.backend, name=identity.workload_name(attempt, self.name_prefix),  # type: ignore[attr-defined]
+                namespace=self.namespace, labels=identity.labels(attempt), annotations=identity.annotations(),
+                failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),  # type: ignore[attr-defined]
+                ttl_seconds_after_finished=ttl,
+            )
+        user = self.user_workload(context)
         manifest, changes = supervise(
             user, name=identity.workload_name(attempt, self.name_prefix), namespace=self.namespace, labels=identity.labels(attempt),
-            annotations=identity.annotations(), queue_name=self.queue_name, ttl_seconds_after_finished=None if ttl is None else int(ttl),  # type: ignore[attr-defined]
+            annotations=identity.annotations(), queue_name=self.queue_name, ttl_seconds_after_finished=ttl,  # type: ignore[attr-defined]
             system_exit_codes=tuple(self.system_exit_codes), resume_from=resume_from,  # type: ignore[attr-defined]
-            max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name or _queue_of(user)),  # type: ignore[attr-defined]
+            max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name or user.queue_name),  # type: ignore[attr-defined]
         )
-        self.log.info("%s, supervised:\n%s", self._users_name(user), "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
+        self.log.info("%s, supervised:\n%s", user.name, "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
         return manifest
-
-    @staticmethod
-    def _users_name(user: UserWorkload) -> str:
-        meta = user.manifest.get("metadata") or {}
-        return str(meta.get("name") or meta.get("generateName") or "workload")
-
-    def rendered(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
-        """The manifest to submit: the user's, supervised, or the one rendered from the spec parameters."""
-        if self.manifest is not None:
-            return self.supervised_manifest(context, attempt, resume_from)
-        identity, ttl = self.task_identity(context), self.ttl_seconds_after_finished  # type: ignore[attr-defined]
-        return render(
-            self.workload(resume_from), backend=self.backend, name=identity.workload_name(attempt, self.name_prefix),  # type: ignore[attr-defined]
-            namespace=self.namespace, labels=identity.labels(attempt), annotations=identity.annotations(),
-            failure_policy=JobSetFailurePolicy(system_exit_codes=tuple(self.system_exit_codes)),  # type: ignore[attr-defined]
-            ttl_seconds_after_finished=None if ttl is None else int(ttl),
-        )
 
     def tpu_held(self) -> dict[str, Any]:
         """The TPU shape the task holds, as its result reports it."""
@@ -140,11 +129,6 @@ class SuppliedManifest:
         if self.manifest is not None:
             return self.user_workload().main_container
         return self.container_name if self.image else None  # type: ignore[attr-defined]
-
-
-def _queue_of(user: UserWorkload) -> str | None:
-    """The Kueue queue the manifest itself names, if any."""
-    return ((user.manifest.get("metadata") or {}).get("labels") or {}).get(well_known.QUEUE_NAME)
 
 
 __all__ = ["SUPERVISION_PARAMETERS", "SuppliedManifest"]

@@ -81,6 +81,25 @@ class UserWorkload:
     def total_chips(self) -> int:
         return self.shape.chips * self.num_slices
 
+    @property
+    def name(self) -> str:
+        """What the user called it: the prefix of every name the task gives it."""
+        meta = self.manifest.get("metadata") or {}
+        return str(meta.get("name") or meta.get("generateName") or "workload")
+
+    @property
+    def queue_name(self) -> str | None:
+        """The Kueue queue the manifest itself names, if any."""
+        return ((self.manifest.get("metadata") or {}).get("labels") or {}).get(well_known.QUEUE_NAME)
+
+    def namespace_for(self, given: str) -> str:
+        """Where it runs: the manifest's own namespace, else ``given`` (the operator's); a manifest
+        naming another namespace than one set explicitly (not ``default``) is refused."""
+        written = (self.manifest.get("metadata") or {}).get("namespace")
+        if written and written != given and given != "default":
+            raise InvalidWorkloadSpec([SpecProblem("namespace", given, f"differs from the manifest's namespace {written!r}; set one of them")])
+        return written or given
+
     def tpu(self) -> dict[str, Any]:
         """The TPU shape, as a task's result reports it."""
         return {"machine_type": self.shape.machine_type.name, "topology": self.shape.topology, "slices": self.num_slices, "chips": self.total_chips}

@@ -178,3 +178,22 @@ def test_a_deferred_task_with_a_manifest_file_resumes_in_a_fresh_process_on_the_
     assert result["state"] == "SUCCEEDED" and result["backend"] == "jobset"
     assert result["tpu"] == {"machine_type": "ct5lp-hightpu-4t", "topology": "2x4", "slices": 2, "chips": 16}
     wait_for(lambda: gone(TaskIdentity("dag", task_id, "run-1"), "demo-pathw"), timeout=30)
+
+
+def test_a_subclass_taking_kwargs_takes_a_manifest_too():
+    class Training(PathwaysJobOperator):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+
+    document = yaml.safe_load((MANIFESTS / "xpk-pathways-jobset.yaml").read_text())
+    assert Training(task_id="sub", manifest=document).render_manifest()["kind"] == "JobSet"
+    with pytest.raises(InvalidWorkloadSpec, match="also given: tpu"):
+        Training(task_id="sub-mixed", manifest=document, tpu="v5e")
+
+
+def test_a_manifest_template_that_needs_the_tasks_context_says_so_in_a_dry_run(tmp_path):
+    document = yaml.safe_load((MANIFESTS / "xpk-pathways-jobset.yaml").read_text())
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(document).replace("name: demo-pathways", "name: demo-{{ params.team.upper() }}", 1))
+    with pytest.raises(InvalidWorkloadSpec, match="needs the task's context to render"):
+        task("byo-undefined", str(path)).render_manifest()

@@ -36,7 +36,7 @@ from typing import Any
 
 from pathways_airflow.state.model import Phase
 from pathways_airflow.run.records import Disruption, WorkloadRun
-from pathways_airflow.run.units import duration
+from pathways_airflow.run.timeline import duration
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from pathways_airflow import well_known
 from pathways_airflow.exceptions import InfrastructureError, UserCodeError
 from pathways_airflow.run.outcome import failed_job_exception
-from pathways_airflow.run.units import duration
+from pathways_airflow.run.timeline import duration
 from pathways_airflow.state.jobs import JobOutcome
 from pathways_airflow.state.serving import ContainerExit
 from pathways_airflow.state.model import Observation, Phase, WorkloadState

@@ -9,6 +9,7 @@ entries, oldest first. The same entries feed the goodput split
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,4 +101,21 @@ def _running_at(runs: Sequence[WorkloadRun], at: float) -> str | None:
     return current
 
 
-__all__ = ["FINISHED_KINDS", "MAX_PHASES", "phase_label", "phases_with", "timeline_of"]
+# --- how a span of time reads in a log line, a summary or the UI: one format everywhere ---
+
+
+def duration(seconds: float | None) -> str:
+    """``4.2 s``, ``41 s``, ``3 min 12 s``, ``2 h 03 min``: a span as a person reads it, to the unit that matters."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {(whole % 3600) // 60:02d} min"
+
+
+__all__ = ["FINISHED_KINDS", "MAX_PHASES", "duration", "phase_label", "phases_with", "timeline_of"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.run.timeline import FINISHED_KINDS
-from pathways_airflow.run.units import duration
+from pathways_airflow.run.timeline import duration
 
 
 RESULT_KEYS = ("name", "namespace", "backend", "state")

@@ -9,7 +9,7 @@ from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen, Submission, WorkloadRun
 from pathways_airflow.run.result import workload_result
 from pathways_airflow.run.timeline import MAX_PHASES, phases_with, timeline_of
-from pathways_airflow.run.units import duration
+from pathways_airflow.run.timeline import duration
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
 

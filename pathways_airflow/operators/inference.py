@@ -37,6 +37,7 @@ from pathways_airflow.hooks.serving import ServingHook
 from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, opened_storage, read_object
 from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
+from pathways_airflow.operators.manifest import SuppliedServer
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
 from pathways_airflow.run.outcome import job_end_exception
 from pathways_airflow.spec.arguments import (
@@ -49,6 +50,7 @@ from pathways_airflow.spec.benchmark import (
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.engines import DEFAULT_ENGINE, engine_named
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
+from pathways_airflow.spec.manifest import is_manifest_file
 from pathways_airflow.spec.names import check_name_prefix
 from pathways_airflow.spec.serving import (
     DEFAULT_STARTUP_SECONDS, InferenceServer, ServingNames, build_server, render_leaderworkerset, render_service, serving_names,
@@ -78,19 +80,26 @@ _SERVER_FIELDS = (
     "service_account_name",
 )
 """What :meth:`_InferenceServerOperator.server` is built from."""
-_SERVING_TEMPLATE_FIELDS = ("engine", *_SERVER_FIELDS, "startup_timeout", "namespace", "name_prefix", *CLUSTER_TEMPLATE_FIELDS)
+_SERVER_SPEC_FIELDS = tuple(f for f in _SERVER_FIELDS if f not in ("model_name", "hf_model", "image_pull_policy", "service_account_name"))
+"""What ``manifest=`` replaces: the server's own parameters (the benchmark still asks for its model,
+and its Job still takes the pull policy and service account)."""
+_SERVING_TEMPLATE_FIELDS = (
+    "engine", *_SERVER_FIELDS, "startup_timeout", "namespace", "name_prefix", "manifest", "main_container", *CLUSTER_TEMPLATE_FIELDS,
+)
 
 
-class _InferenceServerOperator(ClusterOperator):
+class _InferenceServerOperator(SuppliedServer, ClusterOperator):
     """Deploying, watching and deleting one task's server, whatever its engine (shared by the operators below)."""
 
-    template_fields_renderers = {"env": "json", "server_args": "py", "node_selector": "json", "checkpoint": "json"}
+    template_fields_renderers = {"env": "json", "server_args": "py", "node_selector": "json", "checkpoint": "json", "manifest": "yaml"}
     ui_color = "#b3e5fc"
 
     def __init__(
         self,
         *,
-        topology: str,
+        topology: str | None = None,
+        manifest: Mapping[str, Any] | str | None = None,
+        main_container: str | None = None,
         engine: str = DEFAULT_ENGINE,
         checkpoint: Mapping[str, Any] | str | None = None,
         model_name: str | None = None,
@@ -117,6 +126,8 @@ class _InferenceServerOperator(ClusterOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.manifest = manifest
+        self.main_container = main_container
         self.engine = engine
         self.checkpoint = checkpoint
         self.model_name = model_name
@@ -145,31 +156,40 @@ class _InferenceServerOperator(ClusterOperator):
     # --- pure questions ------------------------------------------------------------------------
 
     def serving_engine(self) -> Engine:
-        return engine_named(self.engine)
+        """The engine; with ``manifest=``, as that manifest runs it (its container, health check, ports)."""
+        return self.supplied_engine() if self.manifest is not None else engine_named(self.engine)
 
     def server(self) -> InferenceServer:
+        if self.manifest is not None:
+            return self.supplied_server()
         return build_server(
             engine=self.serving_engine(),
             **{name: getattr(self, name) for name in _SERVER_FIELDS},
             startup_seconds=self.startup_timeout,
         )
 
-    def _problems(self, only_known: bool) -> list[SpecProblem]:
+    def _problems(self, only_known: bool, context: Context | None = None) -> list[SpecProblem]:
         problems: list[SpecProblem] = []
+        if self.manifest is not None:  # read first: it names the namespace and the name prefix
+            problems.extend(self.manifest_problems(_SERVER_SPEC_FIELDS, only_known=only_known, context=context))
         placement = (self.namespace, self.name_prefix)
         if not (only_known and looks_templated(placement)):
             problems.extend(_placement_problems(*placement))
         arguments = {name: getattr(self, name) for name in ("engine", *_SERVER_FIELDS, "startup_timeout")}
-        if not (only_known and looks_templated(arguments)):
+        if not problems and not (only_known and (looks_templated(arguments) or self.manifest is not None and self.understood_later())):
             try:
                 self.server()
             except InvalidWorkloadSpec as error:
                 problems.extend(error.problems)
         return [*problems, *filter(None, [poll_interval_problem(self.poll_interval)])]
 
-    def validate(self, *, only_known: bool = False) -> None:
+    def understood_later(self) -> bool:
+        """A manifest file or template is read with the task's context, not at parse time."""
+        return looks_templated(self.manifest) or is_manifest_file(self.manifest)
+
+    def validate(self, *, only_known: bool = False, context: Context | None = None) -> None:
         """Raise ``InvalidWorkloadSpec`` (a ``ValueError``) for anything that must not be deployed."""
-        problems = self._problems(only_known)
+        problems = self._problems(only_known, context)
         if problems:
             raise InvalidWorkloadSpec(problems)
 
@@ -184,13 +204,15 @@ class _InferenceServerOperator(ClusterOperator):
 
     def server_manifests(self, context: Context | None = None) -> list[dict[str, Any]]:
         """The LeaderWorkerSet and Service exactly as they would be applied (a dry run)."""
-        self.validate()
+        self.validate(context=context)
         return self._server_objects(context, self.server(), self.names(context))
 
     def _server_objects(
         self, context: Context | None, server: InferenceServer, names: ServingNames
     ) -> list[dict[str, Any]]:
         labels, annotations = self._labels(context)
+        if self.manifest is not None:
+            return self.supplied_server_objects(context, names, labels, annotations)
         return [
             render_leaderworkerset(
                 server, name=names.lws, namespace=self.namespace, labels=labels, annotations=annotations
@@ -409,7 +431,7 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             tokenizer=self.tokenizer,
             max_concurrency=self.max_concurrency,
             extra_args=self.benchmark_args,
-            image=self.benchmark_image, server_image=self.image,
+            image=self.benchmark_image, server_image=self.user_server().image if self.manifest is not None else self.image,
             script=self.benchmark_script,
             env=self.benchmark_env,
             image_pull_policy=self.image_pull_policy,
@@ -417,11 +439,13 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             service_account_name=self.service_account_name,
         )
 
-    def _problems(self, only_known: bool) -> list[SpecProblem]:
-        problems = super()._problems(only_known)
+    def _problems(self, only_known: bool, context: Context | None = None) -> list[SpecProblem]:
+        problems = super()._problems(only_known, context)
         if not isinstance(self.deferrable, bool):
             problems.append(SpecProblem("deferrable", self.deferrable, "must be True or False", ("True", "False")))
-        if not (only_known and looks_templated({f: getattr(self, f) for f in _BENCHMARK_FIELDS})):
+        if not (only_known and looks_templated({f: getattr(self, f) for f in _BENCHMARK_FIELDS})) and not (
+            self.manifest is not None and (problems or only_known and self.understood_later())
+        ):
             try:
                 self.benchmark()
             except InvalidWorkloadSpec as error:
@@ -454,7 +478,7 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         )
 
     def execute(self, context: Context) -> dict[str, Any]:
-        self.validate()
+        self.validate(context=context)
         server, run, names = self.server(), self.benchmark(), self.names(context)
         self._preflight(server, self.result_uri(names))
         with self._torn_down():
@@ -485,6 +509,8 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         """Read how the benchmark Job ended and its result, then delete the server and the Job."""
         if event is None:  # resumed with no event (a task left deferred, run again by hand): look again
             return self.execute(context)
+        if self.manifest is not None:  # its name prefix and namespace, read again in this process
+            self.validate(context=context)
         names = self.names(context)
         for resource, name in ((LEADERWORKERSET, names.lws), (SERVICE, names.service), (JOB, names.job)):
             self.holding(resource, self.namespace, name)
@@ -540,7 +566,7 @@ class DeployInferenceServerOperator(_InferenceServerOperator):
         self.validate(only_known=True)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        self.validate()
+        self.validate(context=context)
         server, names = self.server(), self.names(context)
         self._preflight(server)
         with self._torn_down(keep_on_success=True):

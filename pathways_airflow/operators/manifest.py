@@ -1,10 +1,11 @@
-"""``PathwaysJobOperator(manifest=...)``: supervise a PathwaysJob or JobSet the user already has.
+"""``manifest=``: supervise a workload the user already has — a PathwaysJob or JobSet for
+:class:`~pathways_airflow.operators.PathwaysJobOperator`, a LeaderWorkerSet for the inference operators.
 
 The manifest is a dict, YAML or JSON text, or the path of a ``.yaml``/``.yml``/``.json`` file,
 found and rendered as Airflow template files are (Jinja, the DAG folder and its
 ``template_searchpath``), as ``KubernetesPodOperator(pod_template_file=...)`` does. Reading it,
-and what the provider adds to it, are :mod:`pathways_airflow.spec.manifest`'s rules; this mixin
-only loads the file, keeps the operator's other parameters out of the way, and reports the diff.
+and what the provider adds to it, are :mod:`pathways_airflow.spec.manifest`'s rules; these mixins
+only load the file, keep the operator's other parameters out of the way, and report the diff.
 """
 
 from __future__ import annotations
@@ -16,39 +17,42 @@ from typing import TYPE_CHECKING, Any
 from pathways_airflow.run.result import tpu_of
 from pathways_airflow.spec.arguments import kueue_max_exec_time, looks_templated
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
-from pathways_airflow.spec.manifest import UserWorkload, is_manifest_file, read_manifest, supervise
+from pathways_airflow.spec.manifest import (
+    UserServer, UserWorkload, is_manifest_file, read_manifest, read_server_manifest, supervise, supervise_server,
+)
 from pathways_airflow.spec.names import slugify
 from pathways_airflow.spec.render import JobSetFailurePolicy, render
+from pathways_airflow.spec.serving import InferenceServer, ServingNames, positive_int
 from pathways_airflow.state.slices import SliceRequest, slice_request
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from pathways_airflow.checkpoints import Checkpoint
+    from pathways_airflow.spec.engine import Engine
 
 SUPERVISION_PARAMETERS = frozenset({"queue_name"})
 """Spec parameters that still apply to a supplied manifest (the Kueue queue label)."""
 
 
-class SuppliedManifest:
-    """What the training operator does with ``manifest=`` (mixed into :class:`PathwaysJobOperator`)."""
+class ManifestSource:
+    """``manifest=`` read as Airflow reads template files, once per task context, and exclusive with the spec parameters."""
 
     manifest: Any
     main_container: str | None
     namespace: str
-    backend: str
     name_prefix: str | None
-    _understood: UserWorkload | None = None
+    set_from_manifest: frozenset[str] = frozenset()
+    """Parameters the manifest itself set (a workload's ``backend`` from its kind), not the user."""
+    _understood: Any = None
     _read_with: Any = None
-    _backend_read = False
 
     def spec_parameters_given(self, names: tuple[str, ...]) -> list[str]:
         """The spec parameters set to something other than their default: a manifest excludes them."""
         declared = next(  # the operator class that declares them (a subclass may take **kwargs)
             inspect.signature(k.__init__).parameters for k in type(self).__mro__ if set(names) <= set(inspect.signature(k.__init__).parameters)
         )
-        ours = {"backend"} if self._backend_read else set()  # set from the manifest's kind, not by the user
-        return [n for n in names if n not in SUPERVISION_PARAMETERS | ours and getattr(self, n) != declared[n].default]
+        return [n for n in names if n not in SUPERVISION_PARAMETERS | self.set_from_manifest and getattr(self, n) != declared[n].default]
 
     def manifest_problems(self, spec_names: tuple[str, ...], *, only_known: bool, context: Context | None = None) -> list[SpecProblem]:
         """Why the manifest cannot be supervised (a mix with spec parameters, or the manifest itself)."""
@@ -58,24 +62,31 @@ class SuppliedManifest:
         if only_known and (looks_templated(self.manifest) or is_manifest_file(self.manifest)):
             return []
         try:
-            self.user_workload(context)
+            self.understood(context)
         except InvalidWorkloadSpec as error:
             return list(error.problems)
         return []
 
-    def user_workload(self, context: Context | None = None) -> UserWorkload:
-        """The manifest as understood; the operator takes its kind, namespace and name from it.
+    def understood(self, context: Context | None = None) -> Any:
+        """The manifest as understood; the operator takes its namespace and name from it.
         Read (and a file rendered) once per task context, then kept: a task asks several times."""
         if self._understood is not None and (context is None or context is self._read_with):
             return self._understood
         source = self.manifest_text(self.manifest, context) if is_manifest_file(self.manifest) else self.manifest
-        user = read_manifest(source, main_container=self.main_container)
-        self.namespace, self.backend, self._backend_read = user.namespace_for(self.namespace), user.backend, True
+        user = self.read(source)
+        self.namespace = user.namespace_for(self.namespace)
         if self.name_prefix is None:  # the workload keeps the user's name as its prefix
             self.name_prefix = slugify(user.name)
         if context is not None:
             self._understood, self._read_with = user, context
         return user
+
+    def read(self, source: Any) -> Any:
+        """The manifest's text or mapping, understood (each operator's kind of manifest)."""
+        raise NotImplementedError
+
+    def log_changes(self, name: str, changes: tuple[Any, ...]) -> None:
+        self.log.info("%s, supervised:\n%s", name, "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
 
     def manifest_text(self, path: str, context: Context | None) -> str:
         """The file, found as Airflow finds template files, rendered with the task's context."""
@@ -92,6 +103,22 @@ class SuppliedManifest:
             return template.render(**(context or {}))
         except jinja2.UndefinedError as error:  # a dry run without the task's context
             raise InvalidWorkloadSpec([SpecProblem("manifest", path, f"needs the task's context to render: {error}")]) from None
+
+
+
+class SuppliedManifest(ManifestSource):
+    """What the training operator does with ``manifest=`` (mixed into :class:`PathwaysJobOperator`)."""
+
+    backend: str
+
+    def read(self, source: Any) -> UserWorkload:
+        user = read_manifest(source, main_container=self.main_container)
+        self.backend, self.set_from_manifest = user.backend, frozenset({"backend"})
+        return user
+
+    def user_workload(self, context: Context | None = None) -> UserWorkload:
+        """The PathwaysJob or JobSet as understood; the operator takes its kind from it too."""
+        return self.understood(context)
 
     def rendered(self, context: Context | None, attempt: int, resume_from: Checkpoint | None) -> dict[str, Any]:
         """The manifest to submit: the user's with what the provider's guarantees need (the changes
@@ -112,7 +139,7 @@ class SuppliedManifest:
             system_exit_codes=tuple(self.system_exit_codes), resume_from=resume_from,  # type: ignore[attr-defined]
             max_exec_time_seconds=kueue_max_exec_time(None, self.execution_timeout, self.queue_name or user.queue_name),  # type: ignore[attr-defined]
         )
-        self.log.info("%s, supervised:\n%s", user.name, "\n".join(f"  {c.line()}" for c in changes))  # type: ignore[attr-defined]
+        self.log_changes(user.name, changes)
         return manifest
 
     def tpu_held(self) -> dict[str, Any]:
@@ -131,4 +158,42 @@ class SuppliedManifest:
         return self.container_name if self.image else None  # type: ignore[attr-defined]
 
 
-__all__ = ["SUPERVISION_PARAMETERS", "SuppliedManifest"]
+class SuppliedServer(ManifestSource):
+    """What the inference operators do with ``manifest=``: a LeaderWorkerSet the user already has."""
+
+    engine: str
+    model_name: str | None
+    hf_model: str | None
+    startup_timeout: Any
+
+    def read(self, source: Any) -> UserServer:
+        from pathways_airflow.spec.engines import engine_named
+
+        return read_server_manifest(source, engine=engine_named(self.engine), main_container=self.main_container)
+
+    def user_server(self, context: Context | None = None) -> UserServer:
+        return self.understood(context)
+
+    def supplied_server(self) -> InferenceServer:
+        """The server as the waits and the benchmark see it: the engine as the manifest runs it."""
+        user, problems = self.user_server(), []
+        startup = positive_int(problems, "startup_timeout", self.startup_timeout)
+        if startup is None:
+            raise InvalidWorkloadSpec(problems)
+        return InferenceServer(
+            engine=user.engine, shape=user.shape, image=user.image, model_name=self.model_name, hf_model=self.hf_model,
+            on_pathways=user.on_pathways, startup_seconds=startup,
+        )
+
+    def supplied_server_objects(self, context: Context | None, names: ServingNames, labels: dict[str, str], annotations: dict[str, str]) -> list[dict[str, Any]]:
+        """The user's LeaderWorkerSet and the task's Service for it, the changes logged."""
+        user = self.user_server(context)
+        objects, changes = supervise_server(user, name=names.lws, service=names.service, namespace=self.namespace, labels=labels, annotations=annotations)
+        self.log_changes(user.name, changes)
+        return objects
+
+    def supplied_engine(self) -> Engine:
+        return self.user_server().engine
+
+
+__all__ = ["SUPERVISION_PARAMETERS", "ManifestSource", "SuppliedManifest", "SuppliedServer"]

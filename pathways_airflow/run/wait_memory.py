@@ -22,7 +22,7 @@ from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.ran_on import where_workers_run
-from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_exit_seen, head_pod, pods_of_current_attempt
+from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_exit_seen, head_pod, pods_of_current_attempt, worker_job_name
 
 Jobs = Mapping[str, Mapping[str, Any]]
 
@@ -148,7 +148,7 @@ def remembered(
     reached = last_completed_step(read.head_log or ())
     last_step = memory.last_step if reached is None else max(reached, memory.last_step or 0)
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
-    where = where_workers_run(pods_of_current_attempt(observation), attempt) if attempt not in memory.where_recorded else None
+    where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if attempt not in memory.where_recorded else None
     annotations = {
         **(where or {}),
         **(disruption_seen_annotation(attempt, read.disruption) if read.disruption and read.disruption.verdict.is_disruption else {}),

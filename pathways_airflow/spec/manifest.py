@@ -17,6 +17,7 @@ failure-policy rules are kept as written, in their order.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,16 +27,18 @@ import yaml
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
+from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
+from pathways_airflow.spec.names import MAX_LABEL_VALUE, MAX_WORKLOAD_NAME
 from pathways_airflow.spec.render import (
     DISRUPTION_RULE_NAME,
     HEAD_JOB,
     JOBSET_API_VERSION,
     PATHWAYSJOB_API_VERSION,
     USER_ERROR_RULE_NAME,
-    WORKER_JOB,
 )
 from pathways_airflow.spec.tpu import MACHINE_TYPES, TPU_RESOURCE, SliceShape, pod_spec_chips, slice_shape
+from pathways_airflow.spec.serving import LWS_API_VERSION, render_service
 from pathways_airflow.spec.workload import with_resume_env
 
 BACKEND_OF_KIND = {("PathwaysJob", PATHWAYSJOB_API_VERSION): "pathwaysjob", ("JobSet", JOBSET_API_VERSION): "jobset"}
@@ -83,9 +86,7 @@ class UserWorkload:
 
     @property
     def name(self) -> str:
-        """What the user called it: the prefix of every name the task gives it."""
-        meta = self.manifest.get("metadata") or {}
-        return str(meta.get("name") or meta.get("generateName") or "workload")
+        return name_of(self.manifest)
 
     @property
     def queue_name(self) -> str | None:
@@ -93,16 +94,26 @@ class UserWorkload:
         return ((self.manifest.get("metadata") or {}).get("labels") or {}).get(well_known.QUEUE_NAME)
 
     def namespace_for(self, given: str) -> str:
-        """Where it runs: the manifest's own namespace, else ``given`` (the operator's); a manifest
-        naming another namespace than one set explicitly (not ``default``) is refused."""
-        written = (self.manifest.get("metadata") or {}).get("namespace")
-        if written and written != given and given != "default":
-            raise InvalidWorkloadSpec([SpecProblem("namespace", given, f"differs from the manifest's namespace {written!r}; set one of them")])
-        return written or given
+        return namespace_for(self.manifest, given)
 
     def tpu(self) -> dict[str, Any]:
         """The TPU shape, as a task's result reports it."""
         return {"machine_type": self.shape.machine_type.name, "topology": self.shape.topology, "slices": self.num_slices, "chips": self.total_chips}
+
+
+def name_of(manifest: Mapping[str, Any]) -> str:
+    """What the user called it: the prefix of every name the task gives it."""
+    meta = manifest.get("metadata") or {}
+    return str(meta.get("name") or meta.get("generateName") or "workload")
+
+
+def namespace_for(manifest: Mapping[str, Any], given: str) -> str:
+    """Where it runs: the manifest's own namespace, else ``given`` (the operator's); a manifest
+    naming another namespace than one set explicitly (not ``default``) is refused."""
+    written = (manifest.get("metadata") or {}).get("namespace")
+    if written and written != given and given != "default":
+        raise InvalidWorkloadSpec([SpecProblem("namespace", given, f"differs from the manifest's namespace {written!r}; set one of them")])
+    return written or given
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -113,22 +124,32 @@ def is_manifest_file(value: Any) -> bool:
     return isinstance(value, str) and "\n" not in value and value.strip().endswith(MANIFEST_FILE_SUFFIXES)
 
 
-def manifest_object(source: Any) -> dict[str, Any]:
-    """The one object of ``source``: a mapping, or YAML or JSON text of one document."""
+def manifest_objects(source: Any) -> list[dict[str, Any]]:
+    """The objects of ``source``: a mapping, or YAML or JSON text of one or more documents."""
     if isinstance(source, Mapping):
-        return _without_nulls(source)
+        return [_without_nulls(source)]
     if not isinstance(source, str):
         raise InvalidWorkloadSpec([SpecProblem("manifest", type(source).__name__, "must be a dict, YAML or JSON text, or a .yaml/.yml/.json file")])
     try:
         documents = [d for d in yaml.safe_load_all(source) if d is not None]
     except yaml.YAMLError as error:
         raise InvalidWorkloadSpec([SpecProblem("manifest", source[:80], f"is not YAML or JSON: {error}")]) from None
+    strange = next((d for d in documents if not isinstance(d, Mapping)), None)
+    if strange is not None:
+        raise InvalidWorkloadSpec([SpecProblem("manifest", str(strange)[:80], "is not a Kubernetes object")])
+    return [_without_nulls(d) for d in documents]
+
+
+def _found(documents: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{d.get('kind')} {(d.get('metadata') or {}).get('name')}" for d in documents) or "nothing"
+
+
+def manifest_object(source: Any) -> dict[str, Any]:
+    """The one object of ``source`` (see :func:`manifest_objects`)."""
+    documents = manifest_objects(source)
     if len(documents) != 1:
-        found = ", ".join(f"{d.get('kind')} {(d.get('metadata') or {}).get('name')}" if isinstance(d, Mapping) else type(d).__name__ for d in documents)
-        raise InvalidWorkloadSpec([SpecProblem("manifest", found or "nothing", f"holds {len(documents)} objects; give one workload per task")])
-    if not isinstance(documents[0], Mapping):
-        raise InvalidWorkloadSpec([SpecProblem("manifest", str(documents[0])[:80], "is not a Kubernetes object")])
-    return _without_nulls(documents[0])
+        raise InvalidWorkloadSpec([SpecProblem("manifest", _found(documents), f"holds {len(documents)} objects; give one workload per task")])
+    return documents[0]
 
 
 def _without_nulls(value: Any) -> Any:
@@ -179,14 +200,7 @@ def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWo
     if not tpu_jobs:
         found = ", ".join(str(j.get("name")) for j in jobs) or "none"
         raise InvalidWorkloadSpec([SpecProblem("manifest", f"replicated jobs: {found}", f"no container requests {TPU_RESOURCE}: the JobSet holds no TPU slice")])
-    problems: list[SpecProblem] = []
-    names = [j.get("name") for j in jobs]
-    if HEAD_JOB not in names or WORKER_JOB not in names:  # the layout every wait reads (state.workload_parts)
-        problems.append(SpecProblem(
-            "manifest", f"replicated jobs: {', '.join(map(str, names))}",
-            f"is not the Pathways layout gcluster and xpk write (replicated jobs {HEAD_JOB} and {WORKER_JOB}); "
-            "a JobSet without a Pathways head is not supervised yet",
-        ))
+    problems: list[SpecProblem] = _job_name_problems(manifest, jobs)
     if len(tpu_jobs) > 1:
         problems.append(SpecProblem("manifest", ", ".join(str(j.get("name")) for j in tpu_jobs), "more than one replicated job requests TPUs; give one slice shape per workload"))
     workers = tpu_jobs[0]
@@ -195,7 +209,7 @@ def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWo
     if forever:
         problems.append(SpecProblem("manifest", "spec.failurePolicy", forever))
     coordinator = ((manifest.get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
-    main_job = next((j for j in jobs if j.get("name") == (coordinator or HEAD_JOB)), None) or workers
+    main_job = next((j for j in jobs if j.get("name") == (coordinator or HEAD_JOB)), None) or workers  # else every pod runs it
     candidates = [str(c.get("name")) for c in _pod_spec(main_job).get("containers") or () if not _is_pathways_image(c.get("image"))]
     try:
         name = _one_container(f"replicated job {main_job.get('name')}", candidates, main_container)
@@ -207,8 +221,29 @@ def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWo
     return UserWorkload(manifest, "jobset", str(main_job.get("name")), name, shape, int(workers.get("replicas", 1)))
 
 
+def _job_name_problems(manifest: Mapping[str, Any], jobs: Sequence[Mapping[str, Any]]) -> list[SpecProblem]:
+    """Replicated job names too long for the names derived from the task's workload name (at most
+    :data:`~pathways_airflow.spec.names.MAX_WORKLOAD_NAME` characters, ``N``; see the table in
+    :mod:`pathways_airflow.spec.names`): a pod's hostname ``N-<job>-<slice>-<pod>`` must fit in 63,
+    and the coordinator label ``N-<job>-0-0.N`` too, which leaves the coordinator's job as many
+    characters as ``pathways-head`` has."""
+    coordinator = ((manifest.get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
+    problems = []
+    for job in jobs:
+        name = str(job.get("name", ""))
+        limit = len(HEAD_JOB) if name == coordinator else MAX_LABEL_VALUE - MAX_WORKLOAD_NAME - len("--999-99")
+        if len(name) > limit:
+            problems.append(SpecProblem("manifest", f"replicated job {name}", f"is {len(name)} characters; the pod names derived from it need it at most {limit}"))
+    return problems
+
+
 def _jobset_shape(workers: Mapping[str, Any], problems: list[SpecProblem]) -> SliceShape | None:
-    pod = _pod_spec(workers)
+    return _pod_shape(_pod_spec(workers), f"replicated job {workers.get('name')}'s", problems)
+
+
+def _pod_shape(pod: Mapping[str, Any], whose: str, problems: list[SpecProblem]) -> SliceShape | None:
+    """The slice a TPU pod template belongs to: its node selector's accelerator and topology, and
+    its ``google.com/tpu`` limit (chips per VM) name the machine type."""
     selector = pod.get("nodeSelector") or {}
     accelerator, topology = selector.get(well_known.ACCELERATOR), selector.get(well_known.TOPOLOGY)
     chips_per_vm = max(int(((c.get("resources") or {}).get("limits") or {}).get(TPU_RESOURCE, 0)) for c in pod.get("containers") or ())
@@ -216,7 +251,7 @@ def _jobset_shape(workers: Mapping[str, Any], problems: list[SpecProblem]) -> Sl
     if machine is None or not topology:
         problems.append(SpecProblem(
             "manifest", f"{well_known.ACCELERATOR}={accelerator}, {well_known.TOPOLOGY}={topology}, {chips_per_vm} chips per pod",
-            f"replicated job {workers.get('name')}'s node selector and {TPU_RESOURCE} limit name no TPU machine type",
+            f"{whose} node selector and {TPU_RESOURCE} limit name no TPU machine type",
         ))
         return None
     try:
@@ -288,20 +323,13 @@ def supervise(
 ) -> tuple[dict[str, Any], tuple[Change, ...]]:
     """The manifest to submit, and what was added or changed in it (see the module's docstring)."""
     manifest, changes = copy.deepcopy(user.manifest), []
-    meta = manifest.setdefault("metadata", {})
-    _set(changes, meta, "name", name, "metadata.name", "one name per task attempt: a retry re-attaches, a resubmission never collides")
-    if meta.pop("generateName", None) is not None:
-        changes.append(Change("metadata.generateName", None, "removed: the task names its workload itself, so a retry finds it"))
-    _set(changes, meta, "namespace", namespace, "metadata.namespace", "the task's namespace")
-    for key, value in labels.items():
-        _set(changes, meta.setdefault("labels", {}), key, value, f"metadata.labels[{key}]", "ownership: re-attach, adoption and the janitor find the task's workloads by it")
+    meta = _owned(manifest, changes, name=name, namespace=namespace, labels=labels)
     if queue_name:
         _set(changes, meta.setdefault("labels", {}), well_known.QUEUE_NAME, queue_name, f"metadata.labels[{well_known.QUEUE_NAME}]", "queue_name=")
     if max_exec_time_seconds is not None and (meta.get("labels") or {}).get(well_known.QUEUE_NAME):
         _set(changes, meta.setdefault("labels", {}), well_known.MAX_EXEC_TIME, str(max_exec_time_seconds), f"metadata.labels[{well_known.MAX_EXEC_TIME}]",
              "Kueue stops the workload after the task's execution_timeout, even with no Airflow left")
-    for key, value in annotations.items():
-        _set(changes, meta.setdefault("annotations", {}), key, value, f"metadata.annotations[{key}]", "the task instance's full identifiers")
+    _annotated(meta, changes, annotations)
     if user.backend == "jobset":
         _supervise_jobset(manifest, user, changes, ttl_seconds_after_finished, system_exit_codes)
     if resume_from is not None and user.main_container is not None:
@@ -309,6 +337,23 @@ def supervise(
         container["env"] = with_resume_env(container.get("env") or [], resume_from)
         changes.append(Change(f"{_main_path(user)}.env", f"PATHWAYS_RESUME_STEP={resume_from.step}", "resume from the newest committed checkpoint after a disruption"))
     return manifest, tuple(changes)
+
+
+def _owned(manifest: dict[str, Any], changes: list[Change], *, name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The task's name, namespace and ownership labels on the object; its metadata."""
+    meta = manifest.setdefault("metadata", {})
+    _set(changes, meta, "name", name, "metadata.name", "one name per task attempt: a retry re-attaches, a resubmission never collides")
+    if meta.pop("generateName", None) is not None:
+        changes.append(Change("metadata.generateName", None, "removed: the task names its workload itself, so a retry finds it"))
+    _set(changes, meta, "namespace", namespace, "metadata.namespace", "the task's namespace")
+    for key, value in labels.items():
+        _set(changes, meta.setdefault("labels", {}), key, value, f"metadata.labels[{key}]", "ownership: re-attach, adoption and the janitor find the task's workloads by it")
+    return meta
+
+
+def _annotated(meta: dict[str, Any], changes: list[Change], annotations: Mapping[str, str]) -> None:
+    for key, value in annotations.items():
+        _set(changes, meta.setdefault("annotations", {}), key, value, f"metadata.annotations[{key}]", "the task instance's full identifiers")
 
 
 def _supervise_jobset(
@@ -380,4 +425,138 @@ def _set(changes: list[Change], mapping: dict[str, Any], key: str, value: Any, p
         changes.append(Change(path, value, why, was))
 
 
-__all__ = ["Change", "UserWorkload", "is_manifest_file", "manifest_object", "read_manifest", "restarts_forever_on_a_bug", "supervise"]
+# --- a server the user already has: a LeaderWorkerSet -------------------------------------------
+
+
+@dataclass(frozen=True)
+class UserServer:
+    """A user's LeaderWorkerSet as understood: the engine as it runs there, the TPU shape it holds."""
+
+    manifest: dict[str, Any]
+    engine: Engine
+    """The engine with this manifest's server container, health check and ports."""
+    shape: SliceShape
+    image: str
+    """The server container's image (a benchmark's default image)."""
+    on_pathways: bool
+    service: dict[str, Any] | None = None
+    """A Service the file carried beside it (replaced: see :func:`supervise_server`)."""
+
+    @property
+    def name(self) -> str:
+        return name_of(self.manifest)
+
+    def namespace_for(self, given: str) -> str:
+        return namespace_for(self.manifest, given)
+
+    def tpu(self) -> dict[str, Any]:
+        return {"machine_type": self.shape.machine_type.name, "topology": self.shape.topology, "slices": 1, "chips": self.shape.chips}
+
+
+def read_server_manifest(source: Any, *, engine: Engine, main_container: str | None = None) -> UserServer:
+    """Understand a user's LeaderWorkerSet, as the multihost-inference guides write it (with the
+    Service they put beside it, if any): which container is ``engine``'s server, where its health
+    check answers, and the slice it holds. Every problem is raised at once, naming what was found."""
+    documents = manifest_objects(source)
+    sets = [d for d in documents if (d.get("kind"), d.get("apiVersion")) == ("LeaderWorkerSet", LWS_API_VERSION)]
+    services = [d for d in documents if (d.get("kind"), d.get("apiVersion")) == ("Service", "v1")]
+    if len(sets) != 1 or len(services) > 1 or len(sets) + len(services) != len(documents):
+        raise InvalidWorkloadSpec([SpecProblem(
+            "manifest", _found(documents), f"must be one LeaderWorkerSet {LWS_API_VERSION}, with at most one Service beside it",
+        )])
+    lws = sets[0]
+    group = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    leader = _template_pod(group.get("leaderTemplate") or group.get("workerTemplate"))  # LWS: no leaderTemplate, the worker's
+    pods = [leader, _template_pod(group.get("workerTemplate"))]
+    problems: list[SpecProblem] = []
+    shape = _lws_shape(pods, problems)
+    containers = [c for c in leader.get("containers") or () if isinstance(c, Mapping)]
+    server = None
+    try:
+        server = _server_container(containers, engine, main_container)
+    except InvalidWorkloadSpec as error:
+        problems.extend(error.problems)
+    raise_if_any(problems)
+    assert shape is not None and server is not None
+    return UserServer(
+        lws, _engine_as_run(engine, server, containers), shape, str(server.get("image") or ""),
+        any(_is_pathways_image(c.get("image")) for c in containers), services[0] if services else None,
+    )
+
+
+def _template_pod(template: Any) -> dict[str, Any]:
+    return ((template or {}).get("spec") or {}) if isinstance(template, Mapping) else {}
+
+
+def _lws_shape(pods: Sequence[Mapping[str, Any]], problems: list[SpecProblem]) -> SliceShape | None:
+    """The slice from the templates' node selectors and ``google.com/tpu`` limits (the leader's
+    on a single-pod server; the workers' on Pathways, whose leader holds no chips)."""
+    holder = next((pod for pod in reversed(pods) if pod_spec_chips(pod) > 0), None)
+    if holder is None:
+        problems.append(SpecProblem("manifest", "leaderTemplate, workerTemplate", f"no container requests {TPU_RESOURCE}: the LeaderWorkerSet holds no TPU slice"))
+        return None
+    return _pod_shape(holder, "the LeaderWorkerSet's TPU pods'", problems)
+
+
+def _server_container(containers: Sequence[Mapping[str, Any]], engine: Engine, wanted: str | None) -> Mapping[str, Any]:
+    """The engine's server: ``main_container=``, else the container named as the engine names its
+    own, else the leader's one container that is not Pathways', else the one of those with a probe."""
+    candidates = [c for c in containers if not _is_pathways_image(c.get("image"))]
+    names = [str(c.get("name")) for c in candidates]
+    if wanted is None and engine.container not in names and len(candidates) > 1:
+        probed = [str(c.get("name")) for c in candidates if c.get("readinessProbe") or c.get("startupProbe")]
+        wanted = probed[0] if len(probed) == 1 else None
+    if wanted is None and engine.container in names:
+        wanted = engine.container
+    name = _one_container("the leader", names, wanted)
+    return next(c for c in candidates if c.get("name") == name)
+
+
+def _engine_as_run(engine: Engine, server: Mapping[str, Any], containers: Sequence[Mapping[str, Any]]) -> Engine:
+    """``engine`` with the manifest's server container, health check and ports: the port and path of
+    the server's readiness (or start-up) probe, else the engine's own where the leader declares it."""
+    ports = [p["containerPort"] for c in containers for p in c.get("ports") or () if p.get("containerPort")]
+    declared = {p.get("name"): p["containerPort"] for c in containers for p in c.get("ports") or () if p.get("name") and p.get("containerPort")}
+    probe = server.get("readinessProbe") or server.get("startupProbe") or {}
+    check = probe.get("httpGet") or probe.get("tcpSocket") or {}
+    port = check.get("port")
+    port = declared.get(port, port) if isinstance(port, str) else port
+    own = [p.get("containerPort") for p in server.get("ports") or () if p.get("containerPort")]
+    http_port = int(port or (engine.http_port if engine.http_port in ports else (own or ports or [engine.http_port])[0]))
+    benchmark_port = engine.benchmark_port if engine.benchmark_port in ports else http_port
+    service_ports = [{"name": "http", "protocol": "TCP", "port": http_port, "targetPort": http_port}]
+    if benchmark_port != http_port:
+        service_ports.append({"name": "benchmark", "protocol": "TCP", "port": benchmark_port, "targetPort": benchmark_port})
+    return dataclasses.replace(
+        engine, container=str(server.get("name")), http_port=http_port, health_path=str((probe.get("httpGet") or {}).get("path") or engine.health_path),
+        benchmark_port=benchmark_port, service_ports=tuple(service_ports),
+    )
+
+
+def supervise_server(
+    user: UserServer, *, name: str, service: str, namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], tuple[Change, ...]]:
+    """The LeaderWorkerSet and its Service to create, and what was added or changed: the task's
+    names, namespace, labels (on its pods too, which the task and the janitor find by them) and
+    annotations; a Service of the task's own that selects this task's leader on the server's ports."""
+    manifest, changes = copy.deepcopy(user.manifest), []
+    _annotated(_owned(manifest, changes, name=name, namespace=namespace, labels=labels), changes, annotations)
+    group = manifest.setdefault("spec", {}).setdefault("leaderWorkerTemplate", {})
+    for key in ("leaderTemplate", "workerTemplate"):
+        if isinstance(group.get(key), Mapping):
+            pod_labels = group[key].setdefault("metadata", {}).setdefault("labels", {})
+            if any(pod_labels.get(k) != v for k, v in labels.items()):
+                pod_labels.update(labels)
+                changes.append(Change(f"spec.leaderWorkerTemplate.{key}.metadata.labels", ", ".join(labels), "the task's pods are found by them"))
+    rendered = render_service(engine=user.engine, name=service, namespace=namespace, lws_name=name, labels=labels, annotations=annotations)
+    ports = ", ".join(str(p["port"]) for p in rendered["spec"]["ports"])
+    if user.service is not None:
+        why = (f"replaces the file's Service {name_of(user.service)} (selector {json.dumps(user.service.get('spec', {}).get('selector'))}, "
+               f"which reaches every run's pods): this task's leader only, on ports {ports}")
+    else:
+        why = f"the task's Service: this task's leader, on ports {ports}"
+    changes.append(Change("Service", service, why))
+    return [manifest, rendered], tuple(changes)
+
+
+__all__ = ["Change", "UserServer", "UserWorkload", "read_server_manifest", "supervise_server", "is_manifest_file", "manifest_object", "manifest_objects", "read_manifest", "restarts_forever_on_a_bug", "supervise"]

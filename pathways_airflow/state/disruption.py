@@ -19,11 +19,11 @@ from pathways_airflow.state.conditions import condition, true_condition
 from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
-from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, WORKER_JOB, XPK_SYSTEM_EXIT_CODES, tpu_node_selector
+from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, tpu_node_selector
+from pathways_airflow.state.workload_parts import head_job_name, worker_job_name
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
-HEAD_JOB = "pathways-head"
 FIRST_FAILED_JOB = re.compile(r"\(first failed job: ([^)\s]+)\)")
 
 
@@ -120,7 +120,7 @@ def main_exit(pod: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> list[str]:
+def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], worker_job: str) -> list[str]:
     """Evidence that Pathways workers were lost: a worker Job counts failed pods that no failed
     container accounts for.
 
@@ -134,7 +134,7 @@ def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, 
     found: list[str] = []
     for job in jobs:
         meta = job.get("metadata") or {}
-        if _labels(job).get(well_known.REPLICATED_JOB) != WORKER_JOB or meta.get("deletionTimestamp"):
+        if _labels(job).get(well_known.REPLICATED_JOB) != worker_job or meta.get("deletionTimestamp"):
             continue
         counted = int((job.get("status") or {}).get("failed") or 0)
         crashed = sum(
@@ -203,7 +203,7 @@ def classify(
             evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {failed.get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
     current_jobs = [j for j in jobs if attempt is None or _labels(j).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
-    for sign in lost_workers(current_jobs, current):
+    for sign in lost_workers(current_jobs, current, worker_job_name(jobset)):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
     if recorded is not None and recorded.verdict.is_disruption:
@@ -214,7 +214,7 @@ def classify(
             if preferred in verdicts:
                 return Classification(preferred, tuple(dict.fromkeys(evidence)))
 
-    heads = [p for p in current if _labels(p).get(well_known.REPLICATED_JOB) == "pathways-head"] or current
+    heads = [p for p in current if _labels(p).get(well_known.REPLICATED_JOB) == head_job_name(jobset)] or current
     for pod in heads:
         ended = main_exit(pod)
         if ended is None:
@@ -249,7 +249,7 @@ def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str
         except (InvalidWorkloadSpec, TypeError, ValueError, AttributeError, KeyError, IndexError):
             return None
     replicated = ((workload or {}).get("spec") or {}).get("replicatedJobs") or ()
-    worker = next((r for r in replicated if r.get("name") == WORKER_JOB), None)
+    worker = next((r for r in replicated if r.get("name") == worker_job_name(workload)), None)
     pod_spec = ((((worker or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
     return pod_spec.get("nodeSelector") or {}
 
@@ -295,7 +295,7 @@ def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:
     failed = true_condition(jobset, "Failed")
     found = FIRST_FAILED_JOB.search((failed or {}).get("message") or "")
     name = (jobset.get("metadata") or {}).get("name")
-    if found and name and found.group(1).startswith(f"{name}-{HEAD_JOB}-"):
+    if found and name and found.group(1).startswith(f"{name}-{head_job_name(jobset)}-"):
         return found.group(1)
     return None
 

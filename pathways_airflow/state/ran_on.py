@@ -43,9 +43,10 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int) -> dict[str, str] | None:
-    """The annotation to write once every worker pod of attempt ``restart`` runs on a node, else ``None``."""
-    workers = [p for p in pods if (_meta(p).get("labels") or {}).get(well_known.REPLICATED_JOB) == WORKER_JOB]
+def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int, worker_job: str = WORKER_JOB) -> dict[str, str] | None:
+    """The annotation to write once every pod of the slices' replicated job (``worker_job``:
+    :func:`~pathways_airflow.state.workload_parts.worker_job_name`) of attempt ``restart`` runs on a node, else ``None``."""
+    workers = [p for p in pods if (_meta(p).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job]
     running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running" and (p.get("spec") or {}).get("nodeName")]
     if not workers or len(running) < len(workers) or any(_meta(p).get("deletionTimestamp") for p in workers):
         return None

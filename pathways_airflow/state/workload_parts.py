@@ -5,6 +5,12 @@ The readers every rule about a workload is built from, apart from the rules them
 current restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``), which one is the head,
 how many slices are ready, which container is the user's and how it exited, and which pods the
 infrastructure ended. The operator and the triggers use them for logs and XCom values too.
+
+Which replicated job is the head and which holds the slices is read from the JobSet itself
+(:func:`head_job_name`, :func:`worker_job_name`): the Pathways layout this provider, gcluster and
+xpk write (``pathways-head`` and ``worker``), or a plain multislice JobSet as JobSet's TPU
+tutorial writes it, one replicated job of TPU pods that all run the program, whose head is the
+coordinator pod (job 0, pod 0 unless ``spec.coordinator`` says otherwise).
 """
 
 from __future__ import annotations
@@ -107,9 +113,57 @@ def _newest_first(pods: Iterable[Obj]) -> list[Obj]:
     return sorted(ordered, key=is_being_deleted)
 
 
+def _replicated_jobs(jobset: Obj | None) -> list[Mapping[str, Any]]:
+    return [r for r in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or () if isinstance(r, Mapping)]
+
+
+def _requests_tpu_slices(replicated: Mapping[str, Any]) -> bool:
+    """Whether a replicated job's pods select TPU nodes (the accelerator label JobSets and GKE use)."""
+    pod_spec = (((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    return well_known.ACCELERATOR in (pod_spec.get("nodeSelector") or {})
+
+
+def worker_job_name(jobset: Obj | None) -> str:
+    """The replicated job whose replicas are the slices: ``worker`` in the Pathways layout, else the
+    one whose pods select TPU nodes (a plain multislice JobSet's ``slice``)."""
+    jobs = _replicated_jobs(jobset)
+    if any(r.get("name") == WORKER_JOB for r in jobs):
+        return WORKER_JOB
+    return str(next((r.get("name") for r in jobs if _requests_tpu_slices(r)), WORKER_JOB))
+
+
+def head_job_name(jobset: Obj | None) -> str:
+    """The replicated job whose pod runs the program's head: ``pathways-head`` in the Pathways
+    layout (a JobSet with a ``pathways-head`` or ``worker`` job and no other coordinator), else
+    ``spec.coordinator``'s, else the slices' own job (every pod runs the program)."""
+    names = [r.get("name") for r in _replicated_jobs(jobset)]
+    coordinator = (((jobset or {}).get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
+    if HEAD_JOB in names or not (coordinator or names) or (not coordinator and WORKER_JOB in names):
+        return HEAD_JOB
+    return str(coordinator or worker_job_name(jobset))
+
+
+def _is_head(pod: Obj, jobset: Obj | None, head_job: str, *, any_host: bool = False) -> bool:
+    """A pod of the head's job; where that job is the slices' own, only the coordinator pod, or
+    any of them (``any_host``: where the program's exit is asked, every host runs it)."""
+    if _replicated_job_of(pod) != head_job:
+        return False
+    if any_host or head_job != worker_job_name(jobset):
+        return True
+    coordinator = ((jobset or {}).get("spec") or {}).get("coordinator") or {}
+    labels = labels_of(pod)
+    return (labels.get(well_known.JOB_INDEX, "0"), labels.get(well_known.JOB_COMPLETION_INDEX, "0")) == (
+        str(coordinator.get("jobIndex", 0)), str(coordinator.get("podIndex", 0)))
+
+
+def _heads(observation: Observation, pods: Iterable[Obj], *, any_host: bool = False) -> list[Obj]:
+    head_job = head_job_name(observation.jobset)
+    return _newest_first(p for p in pods if _is_head(p, observation.jobset, head_job, any_host=any_host))
+
+
 def head_pods(observation: Observation) -> list[Obj]:
-    """The ``pathways-head`` pods of the current attempt, the one that matters most first."""
-    return _newest_first(p for p in pods_of_current_attempt(observation) if _replicated_job_of(p) == HEAD_JOB)
+    """The head pods of the current attempt (:func:`head_job_name`), the one that matters most first."""
+    return _heads(observation, pods_of_current_attempt(observation))
 
 
 def head_pod(observation: Observation) -> dict[str, Any] | None:
@@ -119,14 +173,12 @@ def head_pod(observation: Observation) -> dict[str, Any] | None:
 
 
 def _worker_replicated_job(jobset: Obj | None) -> Mapping[str, Any] | None:
-    for replicated in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or ():
-        if isinstance(replicated, Mapping) and replicated.get("name") == WORKER_JOB:
-            return replicated
-    return None
+    worker = worker_job_name(jobset)
+    return next((r for r in _replicated_jobs(jobset) if r.get("name") == worker), None)
 
 
 def slices_total(jobset: Obj | None) -> int:
-    """How many TPU slices the workload asks for: replicas of the ``worker`` replicated job."""
+    """How many TPU slices the workload asks for: replicas of the slices' replicated job."""
     worker = _worker_replicated_job(jobset)
     return as_int(worker.get("replicas"), 1) if worker is not None else 0
 
@@ -148,10 +200,10 @@ def is_running_and_ready(pod: Obj) -> bool:
 
 def slices_ready(observation: Observation) -> int:
     """Slices whose every worker pod of the current attempt is Running and Ready."""
-    needed = pods_per_slice(observation.jobset)
+    needed, worker = pods_per_slice(observation.jobset), worker_job_name(observation.jobset)
     ready_per_slice: dict[str, int] = {}
     for pod in pods_of_current_attempt(observation):
-        if _replicated_job_of(pod) == WORKER_JOB and is_running_and_ready(pod):
+        if _replicated_job_of(pod) == worker and is_running_and_ready(pod):
             index = labels_of(pod).get(well_known.JOB_INDEX, "0")
             ready_per_slice[index] = ready_per_slice.get(index, 0) + 1
     return sum(1 for count in ready_per_slice.values() if count >= needed)
@@ -223,7 +275,7 @@ def exit_code_of(container_status: Mapping[str, Any] | None) -> int | None:
 
 def failed_container(observation: Observation) -> tuple[str, str, int] | None:
     """``(pod, container, exit code)`` when the current attempt's head program ended non-zero."""
-    found = _head_exit(observation, head_pods(observation), restarted_too=False)
+    found = _head_exit(observation, _heads(observation, pods_of_current_attempt(observation), any_host=True), restarted_too=False)
     return found[:3] if found else None
 
 
@@ -232,7 +284,7 @@ def head_exit_seen(observation: Observation) -> tuple[str, str, int, int] | None
     program, also one it was already restarted in place after (its ``lastState``: the Job counts
     that restart as its failure). Any attempt's: the JobSet may restart within the same second,
     before a watcher has seen the exit on the attempt it happened in."""
-    return _head_exit(observation, _newest_first(p for p in observation.pods if _replicated_job_of(p) == HEAD_JOB), restarted_too=True)
+    return _head_exit(observation, _heads(observation, observation.pods, any_host=True), restarted_too=True)
 
 
 def _head_exit(observation: Observation, heads: Iterable[Obj], *, restarted_too: bool) -> tuple[str, str, int, int] | None:

@@ -92,12 +92,13 @@ def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
     """A JobSet as the trigger path reads it. Of its ``spec``:
 
     * ``suspend``: :func:`~pathways_airflow.state.status.is_suspended`;
+    * ``coordinator``: :func:`~pathways_airflow.state.workload_parts.head_job_name` (which pod is the head);
     * of ``failurePolicy``, ``maxRestarts`` (:func:`~pathways_airflow.run.outcome.restarts_left`) and
       the rules' names (:func:`~pathways_airflow.state.disruption.has_the_user_error_rule`);
     * each of ``replicatedJobs`` as :func:`_replicated_job` keeps it.
     """
     spec = jobset.get("spec") or {}
-    slim: dict[str, Any] = {"suspend": spec["suspend"]} if "suspend" in spec else {}
+    slim: dict[str, Any] = {k: spec[k] for k in ("suspend", "coordinator") if k in spec}
     if "failurePolicy" in spec:
         slim["failurePolicy"] = _failure_policy(spec["failurePolicy"])
     if "replicatedJobs" in spec:

@@ -3,8 +3,9 @@
 Each fixture (``tests/unit/fixtures/manifests/``, its upstream file cited there) is adapted to the
 local cluster only where the cluster differs from GKE: its CPU node pool is ``default-pool`` (the
 manifests pin ``cpu-np``), its bucket is ``pathways-demo``, its TPU pools are v5e 2x4 and v6e 4x4
-(the PathwaysJob sample asks for v4), and the training stand-in's step time is set in the
-program's environment so a disruption can land mid-run.
+(the PathwaysJob sample asks for v4), the training stand-in runs where the user's program does
+(the JobSet tutorial's inline JAX script on every host of its plain multislice JobSet), and its
+step time is set in the program's environment so a disruption can land mid-run.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def local(name: str, run: str, *, env: dict[str, str] | None = None) -> tuple[di
         main["command"] = ["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
                            "base_output_directory=gs://pathways-demo/maxtext", f"run_name={run}", "steps=20"]
         main.pop("args", None)
+    elif len(document["spec"]["replicatedJobs"]) == 1:  # plain multislice: every host runs the program
+        main = document["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+        main["command"] = ["python3", "-m", "maxtext.trainers.pre_train.train", "src/maxtext/configs/base.yml",
+                           "base_output_directory=gs://pathways-demo/maxtext", f"run_name={run}", "steps=20"]
     else:
         head, _ = document["spec"]["replicatedJobs"]
         pod = head["template"]["spec"]["template"]["spec"]
@@ -78,20 +83,25 @@ def gone(identity: TaskIdentity, prefix: str) -> bool:
     return not hook.list(JOBSET, "default", label_selector=selector) and not hook.list(PATHWAYSJOB, "default", label_selector=selector)
 
 
-@pytest.mark.parametrize("fixture", ["xpk-pathways-jobset.yaml", "gcluster-pathways-jobset.yaml"])
-def test_maintenance_mid_run_resumes_a_supplied_jobset_from_the_newest_committed_step(pathways_cluster, fixture):
+@pytest.mark.parametrize(("fixture", "jobs", "tpu"), [
+    ("xpk-pathways-jobset.yaml", ("pathways-head", "worker"), ("ct5lp-hightpu-4t", "2x4", 16)),
+    ("gcluster-pathways-jobset.yaml", ("pathways-head", "worker"), ("ct5lp-hightpu-4t", "2x4", 16)),
+    ("jobset-multislice.yaml", ("slice", "slice"), ("ct6e-standard-4t", "4x4", 32)),
+])
+def test_maintenance_mid_run_resumes_a_supplied_jobset_from_the_newest_committed_step(pathways_cluster, fixture, jobs, tpu):
     task_id = f"byo-{fixture.split('-')[0]}"
     run = f"byo-{uuid.uuid4().hex[:6]}"
     identity = TaskIdentity("dag", task_id, "run-1")
     document, container = local(fixture, run)
     prefix = document["metadata"]["name"][:10].rstrip("-")
-    disrupt = when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.maintenance(pool, duration=600), container=container, prefix=prefix)
+    disrupt = when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.maintenance(pool, duration=600), container=container, prefix=prefix, jobs=jobs)
     with LiveWorkloads(pathways_cluster, identity, api="jobset.x-k8s.io/v1alpha2", kind="JobSet") as live:
         result = task(task_id, document, checkpoint_dir=f"gs://pathways-demo/maxtext/{run}/checkpoints").execute({"ti": TaskInstance("dag", task_id, "run-1")})
     disrupt.join(1)
     assert live.most == 1
     assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 19
-    assert result["tpu"] == {"machine_type": "ct5lp-hightpu-4t", "topology": "2x4", "slices": 2, "chips": 16}
+    machine_type, topology, chips = tpu
+    assert result["tpu"] == {"machine_type": machine_type, "topology": topology, "slices": 2, "chips": chips}
     disruptions = result["disruptions"]
     assert disruptions and {d["kind"] for d in disruptions} == {"MAINTENANCE"}
     resubmitted = [d for d in disruptions if d.get("handled_by") != "JobSet restart"]
@@ -100,15 +110,15 @@ def test_maintenance_mid_run_resumes_a_supplied_jobset_from_the_newest_committed
     wait_for(lambda: gone(identity, prefix), timeout=30)
 
 
-def test_a_bug_in_a_supplied_jobset_fails_at_once_and_is_never_resubmitted(pathways_cluster):
-    task_id, run = "byo-bug", f"byo-{uuid.uuid4().hex[:6]}"
+@pytest.mark.parametrize(("fixture", "prefix"), [("xpk-pathways-jobset.yaml", "demo-pathw"), ("jobset-multislice.yaml", "v6e-multis")])
+def test_a_bug_in_a_supplied_jobset_fails_at_once_and_is_never_resubmitted(pathways_cluster, fixture, prefix):
+    task_id, run = f"byo-bug-{prefix[:3]}", f"byo-{uuid.uuid4().hex[:6]}"
     identity = TaskIdentity("dag", task_id, "run-1")
-    document, _ = local("xpk-pathways-jobset.yaml", run, env={"PATHWAYS_TESTING_FAIL_AT_STEP": "3", "PATHWAYS_TESTING_EXIT_CODE": "1", "PATHWAYS_TESTING_STEP_SECONDS": "1"})
+    document, _ = local(fixture, run, env={"PATHWAYS_TESTING_FAIL_AT_STEP": "3", "PATHWAYS_TESTING_EXIT_CODE": "1", "PATHWAYS_TESTING_STEP_SECONDS": "1"})
     with pytest.raises(UserCodeError) as caught:
         task(task_id, yaml.safe_dump(document)).execute({"ti": TaskInstance("dag", task_id, "run-1")})
     assert caught.value.exit_code == 1
     involved = {e["involvedObject"]["name"] for e in pathways_cluster.list("v1", "Event", "default")}
-    prefix = "demo-pathw"
     assert identity.workload_name(0, prefix) in involved
     assert not any(name.startswith(identity.workload_name(1, prefix)) for name in involved), "never resubmitted"
 
@@ -162,12 +172,15 @@ def test_the_dry_run_of_a_supplied_manifest_needs_no_cluster(pathways_cluster):
     assert manifest["metadata"]["name"].startswith("demo-gclus-") and manifest["metadata"]["namespace"] == "default"
 
 
-
-def test_a_deferred_task_with_a_manifest_file_resumes_in_a_fresh_process_on_the_manifests_kind(pathways_cluster, tmp_path):
+@pytest.mark.parametrize(("fixture", "prefix", "tpu"), [
+    ("xpk-pathways-jobset.yaml", "demo-pathw", ("ct5lp-hightpu-4t", "2x4", 16)),
+    ("jobset-multislice.yaml", "v6e-multis", ("ct6e-standard-4t", "4x4", 32)),
+])
+def test_a_deferred_task_with_a_manifest_file_resumes_in_a_fresh_process_on_the_manifests_kind(pathways_cluster, tmp_path, fixture, prefix, tpu):
     """The triggerer's event comes back to a new operator object (another worker): it reads the
     file again, so it acts on the JobSet in the manifest's namespace, not on the defaults."""
-    task_id, run = "byo-resume", f"byo-{uuid.uuid4().hex[:6]}"
-    document, _ = local("xpk-pathways-jobset.yaml", run, env={"PATHWAYS_TESTING_STEP_SECONDS": "1"})
+    task_id, run = f"byo-resume-{prefix[:3]}", f"byo-{uuid.uuid4().hex[:6]}"
+    document, _ = local(fixture, run, env={"PATHWAYS_TESTING_STEP_SECONDS": "1"})
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(document))
     with pytest.raises(TaskDeferred) as deferred:
@@ -176,8 +189,9 @@ def test_a_deferred_task_with_a_manifest_file_resumes_in_a_fresh_process_on_the_
     fresh = PathwaysJobOperator(task_id=task_id, manifest=str(path), deferrable=True)
     result = fresh.execute_complete({"ti": TaskInstance("dag", task_id, "run-1")}, event, **deferred.value.kwargs)
     assert result["state"] == "SUCCEEDED" and result["backend"] == "jobset"
-    assert result["tpu"] == {"machine_type": "ct5lp-hightpu-4t", "topology": "2x4", "slices": 2, "chips": 16}
-    wait_for(lambda: gone(TaskIdentity("dag", task_id, "run-1"), "demo-pathw"), timeout=30)
+    machine_type, topology, chips = tpu
+    assert result["tpu"] == {"machine_type": machine_type, "topology": topology, "slices": 2, "chips": chips}
+    wait_for(lambda: gone(TaskIdentity("dag", task_id, "run-1"), prefix), timeout=30)
 
 
 def test_a_subclass_taking_kwargs_takes_a_manifest_too():

@@ -25,14 +25,17 @@ def submit_training(name: str, steps: int = 40, backend: str = "jobset") -> Path
 
 
 def when_step(
-    cluster: Any, identity: TaskIdentity, step: int, action: Callable[[str], Any], *, container: str = "main", prefix: str | None = None
+    cluster: Any, identity: TaskIdentity, step: int, action: Callable[[str], Any], *, container: str = "main", prefix: str | None = None,
+    jobs: tuple[str, str] = ("pathways-head", "worker"),
 ) -> threading.Thread:
     """Run ``action(node_pool_of_the_worker)`` once the training has logged ``completed step: step``.
 
     Watches the head pods of every attempt of ``identity``'s workload (named with ``prefix``, if
     the task has one) for up to 60 s, in a daemon thread (returned), so a test can disrupt the
-    slice a running task is on at a known step. ``container`` runs the training.
+    slice a running task is on at a known step. ``container`` runs the training; ``jobs`` names
+    the replicated jobs of the head and of the slices (both ``slice`` in a plain multislice JobSet).
     """
+    head_job, worker_job = jobs
 
     def watch() -> None:
         deadline = time.monotonic() + 60
@@ -40,10 +43,10 @@ def when_step(
             for pod in cluster.list("v1", "Pod", "default"):
                 labels = pod["metadata"].get("labels") or {}
                 name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
-                if not name.startswith(identity.workload_name(0, prefix)) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "pathways-head":
+                if not name.startswith(identity.workload_name(0, prefix)) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != head_job:
                     continue
                 if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], container)):
-                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker"}) if p["spec"].get("nodeName"))
+                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": worker_job}) if p["spec"].get("nodeName"))
                     node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
                     action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
                     return

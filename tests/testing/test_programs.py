@@ -71,6 +71,24 @@ def test_training_writes_committed_checkpoints_in_orbax_layout(emulator, base):
     on_loop(emulator, scenario)
 
 
+def test_on_every_host_of_a_multislice_jobset_only_process_0_writes_the_checkpoint(emulator, base):
+    """Several pods training at once must not overwrite each other's step directory: as Orbax, the
+    primary host (job 0, pod 0) commits; the others spend the same time and write nothing."""
+    checkpoints = f"{base}/run1/checkpoints"
+
+    async def scenario(gcs: RecordingGcs):
+        other = container(gcs, train_argv(base, "steps=5", "checkpoint_period=2"))
+        other.context.labels = {"jobset.sigs.k8s.io/job-index": "1", "batch.kubernetes.io/job-completion-index": "0"}
+        assert await run_program(other) == 0
+        assert await all_objects(gcs, checkpoints) == set()
+        primary = container(gcs, train_argv(base, "steps=5", "checkpoint_period=2"))
+        primary.context.labels = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+        assert await run_program(primary) == 0
+        assert await all_objects(gcs, checkpoints) == set().union(*(step_files(checkpoints, s) for s in (0, 2, 4)))
+
+    on_loop(emulator, scenario)
+
+
 def test_training_resumes_from_the_newest_committed_step_after_a_kill_mid_save(emulator, base):
     checkpoints = f"{base}/run1/checkpoints"
     argv = train_argv(base, "steps=30", "checkpoint_period=10")

@@ -16,12 +16,12 @@ from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.manifest import is_manifest_file, manifest_object, read_manifest, supervise
 from pathways_airflow.spec.names import TaskIdentity
-from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
+from pathways_airflow.spec.render import DISRUPTION_RULE_NAME, USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES
 
 pytestmark = pytest.mark.pure
 
 MANIFESTS = Path(__file__).parent / "fixtures" / "manifests"
-SUPERVISED = ("gcluster-pathways-jobset.yaml", "xpk-pathways-jobset.yaml", "pathways-job-sample.yaml")
+SUPERVISED = ("gcluster-pathways-jobset.yaml", "xpk-pathways-jobset.yaml", "pathways-job-sample.yaml", "jobset-multislice.yaml")
 IDENTITY = TaskIdentity("nightly_training", "train", "scheduled__2026-11-27T00:00:00+00:00")
 
 
@@ -50,6 +50,7 @@ def supervised(name: str, **overrides):
         ("gcluster-pathways-jobset.yaml", "jobset", "ct5lp-hightpu-4t", "2x4", 2, 16, ("pathways-head", "workload-container")),
         ("xpk-pathways-jobset.yaml", "jobset", "ct5lp-hightpu-4t", "2x4", 2, 16, ("pathways-head", "jax-tpu")),
         ("pathways-job-sample.yaml", "pathwaysjob", "ct4p-hightpu-4t", "2x2x2", 2, 16, ("controller", "main-workload")),
+        ("jobset-multislice.yaml", "jobset", "ct6e-standard-4t", "4x4", 2, 32, ("slice", "jax-tpu")),
     ],
 )
 def test_the_shape_and_the_program_come_from_the_manifest(name, backend, machine_type, topology, slices, chips, main):
@@ -214,8 +215,28 @@ def test_a_failure_policy_that_would_restart_a_bug_forever_is_refused():
     assert "on every pod-failure-policy failure, not only on DisruptionTarget" in refusal(document)
 
 
-def test_a_jobset_without_a_pathways_head_is_refused_for_now():
-    assert "not the Pathways layout" in refusal(text("jobset-multislice.yaml"))
+def test_a_plain_multislice_jobset_is_supervised_on_the_job_every_pod_of_which_runs_the_program():
+    """JobSet's TPU tutorial: one replicated job ``slice``, no head; a bug on any of its pods fails
+    the JobSet, a disruption restarts it without using up its own ``maxRestarts: 4``."""
+    user, manifest, _ = supervised("jobset-multislice.yaml", resume_from=Checkpoint(40, "gs://demo-bucket/ckpt/40"))
+    (job,) = manifest["spec"]["replicatedJobs"]
+    rules = manifest["spec"]["failurePolicy"]["rules"]
+    assert [r["name"] for r in rules] == [DISRUPTION_RULE_NAME, USER_ERROR_RULE_NAME]
+    assert rules[1]["targetReplicatedJobs"] == ["slice"] and manifest["spec"]["failurePolicy"]["maxRestarts"] == 4
+    pod = job["template"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert job["template"]["spec"]["podFailurePolicy"]["rules"][-1]["onExitCodes"]["containerName"] == "jax-tpu"
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["PATHWAYS_RESUME_STEP"] == "40"
+
+
+def test_replicated_job_names_too_long_for_the_derived_pod_names_are_refused():
+    document = yaml.safe_load(text("jobset-multislice.yaml"))
+    document["spec"]["replicatedJobs"][0]["name"] = "s" * 34
+    assert "is 34 characters; the pod names derived from it need it at most 33" in refusal(document)
+    document["spec"]["replicatedJobs"][0]["name"] = "trainer-coordinator"
+    document["spec"]["coordinator"] = {"replicatedJob": "trainer-coordinator"}
+    assert "at most 13" in refusal(document)
 
 
 def test_text_that_is_not_an_object_is_refused():

@@ -101,6 +101,9 @@ EXPECTED: dict[str, tuple[Phase, FailureCause | None, int, int, int]] = {
     "failed_disruption": (Phase.FAILED, FailureCause.UNKNOWN, 0, 1, 0),
     "failed_bad_spec": (Phase.FAILED, FailureCause.BAD_SPEC, 0, 0, 0),
     "failed_deleted": (Phase.FAILED, FailureCause.DELETED, 0, 0, 0),
+    "running_multislice": (Phase.RUNNING, None, 2, 2, 0),
+    "restarting_multislice_after_maintenance": (Phase.RESTARTING, None, 1, 2, 1),
+    "failed_user_code_multislice_last_seen": (Phase.FAILED, FailureCause.USER_CODE, 0, 2, 0),
 }
 
 
@@ -800,3 +803,38 @@ def test_a_workload_that_waits_says_again_what_holds_it_every_five_minutes():
     assert line == f"still QUEUED after 14 min: {queued.message}"
     assert still_waiting_line(queued, start, start + 14 * 60, start + 14 * 60 + STUCK_LOG_EVERY_SECONDS - 1) is None
     assert still_waiting_line(state_of("running_two_slices"), start, start, start + 3600) is None
+
+
+# --- a plain multislice JobSet: no Pathways head, every host runs the program ----------------------
+
+
+def test_a_plain_multislice_jobsets_head_is_its_coordinator_pod_and_its_slices_are_its_one_job():
+    from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, where_workers_run
+    from pathways_airflow.state.workload_parts import head_job_name, pods_of_current_attempt, worker_job_name
+
+    observation = observe(fixture("running_multislice"))
+    assert (head_job_name(observation.jobset), worker_job_name(observation.jobset)) == ("slice", "slice")
+    assert head_pod(observation)["metadata"]["name"].startswith("spmd-slice-0-0-")
+    where = where_workers_run(pods_of_current_attempt(observation), 0, worker_job_name(observation.jobset))
+    assert where is not None and len(json.loads(where[RAN_ON_ANNOTATION])["nodes"]) == 8
+    pathways = observe(fixture("running_two_slices"))
+    assert (head_job_name(pathways.jobset), worker_job_name(pathways.jobset)) == ("pathways-head", "worker")
+
+
+def test_a_bug_on_any_host_of_a_plain_multislice_jobset_is_the_users_and_names_that_host():
+    """The coordinator was still running when its neighbour exited 3 and the JobSet failed."""
+    from pathways_airflow.state.disruption import Verdict, classify
+
+    fields = fixture("failed_user_code_multislice_last_seen")
+    state = workload_state(observe(fields))
+    assert (state.cause, state.exit_code, state.container) == (FailureCause.USER_CODE, 3, "jax-tpu")
+    assert state.pod and state.pod.startswith("spmd-bug-slice-") and "its pod is gone" not in state.message
+    verdict = classify(pods=fields["pods"], nodes=[], jobset=fields["jobset"])
+    assert (verdict.verdict, verdict.exit_code) == (Verdict.USER_ERROR, 3)
+
+
+def test_a_plain_multislice_jobset_restarted_by_maintenance_waits_for_its_lost_slice():
+    observation = observe(fixture("restarting_multislice_after_maintenance"))
+    state = workload_state(observation)
+    assert (state.phase, state.slices_ready, state.slices_total, state.restarts) == (Phase.RESTARTING, 1, 2, 1)
+    assert head_pod(observation)["metadata"]["labels"][ATTEMPT] == "1"

@@ -15,6 +15,8 @@ this order (the first that matches wins):
      ``vllm.entrypoints.cli.main`` run by ``python3 -m``, followed by ``bench``) → ``vllm_bench``
    * ``vllm serve …`` (the same three spellings), or ``-m vllm.entrypoints.openai.api_server``
      → ``vllm``. Both vLLM rules come first: a vLLM command's flags may name anything.
+   * vLLM's ``multi-node-serving.sh worker`` (a Ray worker of a multi-host server, as in a
+     LeaderWorkerSet's worker pods; vllm ``examples/online_serving/multi-node-serving.sh``) → ``idle``
    * ``generate_param_only_checkpoint`` (module or script) → ``conversion``
    * ``maxtext.trainers.pre_train.train`` or ``MaxText.train`` (any ``*.train`` module) or a
      ``train.py`` script → ``training``
@@ -96,6 +98,8 @@ def program_name(argv: list[str], env: Mapping[str, str], image: str) -> str:
     if engine is not None:
         return engine
     words = [t for t in tokens if _is_program_word(t)]
+    if any(w.endswith("multi-node-serving.sh") for w in words) and "worker" in words:
+        return "idle"
     if any("generate_param_only_checkpoint" in w for w in words):
         return "conversion"
     if any(_is_training_entry_point(w) for w in words):

@@ -21,6 +21,10 @@ Environment:
 * ``PATHWAYS_TESTING_FILES_PER_CHECKPOINT`` (3) — files written under ``items/`` per save.
 * ``PATHWAYS_TESTING_FAIL_AT_STEP`` — on reaching this step, exit with
   ``PATHWAYS_TESTING_EXIT_CODE`` (1) instead of training it: a user-code failure.
+
+Run on every host of a plain multislice JobSet (no Pathways head: each pod runs the program), only
+JAX's process 0 — the pod of job 0 with completion index 0 — writes a checkpoint, as Orbax has
+the primary host alone write the metadata and the commit marker; the others spend the save's time.
 """
 
 from __future__ import annotations
@@ -220,14 +224,21 @@ async def run(ctx: ProgramContext) -> int:
                 f"completed step: {step}, seconds: {plan.step_seconds:.3f}, TFLOP/s/device: 101.250, "
                 f"Tokens/s/device: 2048.000, total_weights: 16384, loss: {loss:.3f}"
             )
-            if plan.saves_at(step):
-                assert plan.checkpoint_dir is not None
+            if plan.saves_at(step) and is_primary_process(ctx):
                 await _save(ctx, plan, step, loss)
+            elif plan.saves_at(step):
+                await ctx.clock.sleep(plan.save_seconds)
     except asyncio.CancelledError:
         ctx.log(f"terminated at step {step}; no checkpoint is committed for unfinished work")
         raise
     ctx.log(f"training finished: {plan.steps} steps")
     return 0
+
+
+def is_primary_process(ctx: ProgramContext) -> bool:
+    """Whether this pod is JAX's process 0: a JobSet's job 0, pod 0 (its labels), or a lone pod."""
+    labels = ctx.labels
+    return labels.get("jobset.sigs.k8s.io/job-index", "0") == "0" and labels.get("batch.kubernetes.io/job-completion-index", "0") == "0"
 
 
 async def _save(ctx: ProgramContext, plan: TrainingPlan, step: int, loss: float) -> None:

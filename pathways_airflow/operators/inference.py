@@ -370,6 +370,11 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         ends with a health check through the service proxy, and a crash must be read from logs.
     :param poll_interval: seconds between looks; :param cleanup_timeout: seconds to wait for the
         deleted pods to go.
+    :param manifest: instead of the server parameters, a LeaderWorkerSet the user already has (a
+        dict, YAML/JSON text or a ``.yaml``/``.yml``/``.json`` file in the DAG folder), with at most
+        a Service beside it; ``engine`` says what it runs (:func:`pathways_airflow.spec.manifest.read_server_manifest`).
+    :param main_container: with ``manifest``: the leader's container that runs the engine's server,
+        when the rule cannot tell.
     """
 
     template_fields: Sequence[str] = (
@@ -551,7 +556,7 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
 class DeployInferenceServerOperator(_InferenceServerOperator):
     """Deploy a serving engine's server and wait until it serves (an Airflow setup task).
 
-    Takes the server parameters of :class:`InferenceBenchmarkOperator`. Returns ``name`` (the
+    Takes the server parameters of :class:`InferenceBenchmarkOperator`, or its ``manifest=``. Returns ``name`` (the
     LeaderWorkerSet), ``service``, ``namespace``, ``engine``, ``http_port`` (8000: vLLM's OpenAI
     API and ``/health``; JetStream's ``/generate`` and ``/healthcheck``), ``benchmark_port``
     (vLLM 8000, JetStream's gRPC 9000) and ``task_key``. A teardown task cannot run when its

@@ -211,3 +211,86 @@ def test_a_manifest_template_that_needs_the_tasks_context_says_so_in_a_dry_run(t
     path.write_text(yaml.safe_dump(document).replace("name: demo-pathways", "name: demo-{{ params.team.upper() }}", 1))
     with pytest.raises(InvalidWorkloadSpec, match="needs the task's context to render"):
         task("byo-undefined", str(path)).render_manifest()
+
+
+# --- a LeaderWorkerSet for the inference operators -------------------------------------------------
+
+
+def local_lws(env: dict[str, str] | None = None) -> dict:
+    """tpu-inference's multi-host vLLM LeaderWorkerSet on the local cluster: its TPU is a v5e 2x4
+    slice (2 VMs of 4 chips, as the manifest's size 2 wants) instead of TPU7x 2x2x2, and the
+    stand-in's warm-up and latencies are short."""
+    document = yaml.safe_load((MANIFESTS / "lws-multihost-inference.yaml").read_text())
+    group = document["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        group[key]["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x4"}
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    knobs = {"PATHWAYS_TESTING_WARMUP_SECONDS": "30", "PATHWAYS_TESTING_TTFT_MS": "2", "PATHWAYS_TESTING_TPOT_MS": "1", **(env or {})}
+    leader["env"] += [{"name": k, "value": v} for k, v in knobs.items()]
+    return document
+
+
+@pytest.fixture(scope="module")
+def hf_token(pathways_cluster):
+    """The Secret the manifest reads ``HF_TOKEN`` from (``hf-token-secret``), as its guide has the user create."""
+    if pathways_cluster.get("v1", "Secret", "hf-token-secret") is None:
+        pathways_cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret", "namespace": "default"}, "stringData": {"token": "hf_local"}})
+
+
+def test_a_supplied_vllm_leaderworkerset_serves_is_benchmarked_and_leaves_nothing(pathways_cluster, hf_token):
+    from pathways_airflow.operators import InferenceBenchmarkOperator
+    from pathways_airflow.spec.vllm import METRIC_KEYS
+    from tests.support.gcs import gcs_bucket
+    from tests.support.serving import leftovers
+
+    ti = TaskInstance("serving", "byo_lws", "run-1")
+    identity = TaskIdentity(ti.dag_id, ti.task_id, ti.run_id)
+    with gcs_bucket(pathways_cluster, "pathways-demo"):
+        operator = InferenceBenchmarkOperator(
+            task_id="byo_lws", manifest=local_lws(), engine="vllm", hf_model="gs://demo-bucket/models/Qwen3-30B-A3B",
+            num_prompts=4, request_rate="inf", max_output_length=8, results_uri="gs://pathways-demo/byo-lws/results/",
+            startup_timeout=120, poll_interval=0.05, cleanup_timeout=20,
+        )
+        result = operator.execute({"ti": ti})
+    assert set(METRIC_KEYS) <= set(result) and (result["completed"], result["failed"]) == (4, 0)
+    assert result["result_uri"].startswith("gs://pathways-demo/byo-lws/results/tpu-offlin-")
+    assert leftovers(pathways_cluster, identity) == []
+
+
+def test_a_supplied_server_that_crashes_while_starting_fails_at_once_with_its_log_and_is_deleted(pathways_cluster, hf_token):
+    from pathways_airflow.operators import DeployInferenceServerOperator
+    from tests.support.serving import eventually_nothing_left
+
+    ti = TaskInstance("serving", "byo_lws_crash", "run-1")
+    document = local_lws()
+    script = document["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"]
+    script[0] = script[0].replace("--seed 42", "--seed 42 --hf-overrides not-json")
+    operator = DeployInferenceServerOperator(task_id="byo_lws_crash", manifest=document, engine="vllm", startup_timeout=600, poll_interval=0.05, cleanup_timeout=20)
+    with pytest.raises(UserCodeError, match="vllm-leader") as failure:
+        operator.execute({"ti": ti})
+    assert "--hf-overrides" in str(failure.value)
+    eventually_nothing_left(pathways_cluster, TaskIdentity(ti.dag_id, ti.task_id, ti.run_id))
+
+
+def test_googles_jetstream_on_pathways_leaderworkerset_deploys_serves_and_is_torn_down(pathways_cluster, upstream_samples):
+    """GKE's JetStream + Pathways manifest (the engine beside the Pathways proxy and resource
+    manager in the leader, a Service beside it in the file): its placeholders filled with the local
+    cluster's v6e 4x4 slice and a committed checkpoint, its 900 s start-up delay cut to 30 s."""
+    from pathways_airflow.hooks.pathways import PathwaysHook
+    from pathways_airflow.operators import DeployInferenceServerOperator, TeardownInferenceServerOperator
+    from tests.support.gcs import gcs_bucket
+    from tests.support.serving import committed_serving_checkpoint, eventually_nothing_left
+
+    with gcs_bucket(pathways_cluster, "pathways-demo") as bucket:
+        checkpoint = committed_serving_checkpoint(bucket, "byo-jetstream/checkpoints/0")
+        text = (upstream_samples / "seed-jetstream-lws-single.yaml").read_text()
+        text = text.replace("TPU_ACCELERATOR_TYPE", "tpu-v6e-slice").replace("TPU_TOPOLOGY", "4x4").replace("GCS_CHECKPOINT_PATH", checkpoint["items_uri"])
+        documents = list(yaml.safe_load_all(text))
+        documents[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][2]["startupProbe"]["initialDelaySeconds"] = 30
+        ti = TaskInstance("serving", "byo_jetstream", "run-1")
+        deploy = DeployInferenceServerOperator(task_id="byo_jetstream", manifest=yaml.safe_dump_all(documents), engine="jetstream", startup_timeout=600, poll_interval=0.05)
+        served = deploy.execute({"ti": ti})
+        assert (served["engine"], served["http_port"], served["benchmark_port"]) == ("jetstream", 8000, 9000)
+        assert PathwaysHook().service_get_status("default", served["service"], 8000, "/healthcheck")[0] == 200
+        TeardownInferenceServerOperator(task_id="down", deploy_task_id="byo_jetstream", cleanup_timeout=20).execute({"ti": TaskInstance(ti.dag_id, "down", ti.run_id)})
+    eventually_nothing_left(pathways_cluster, TaskIdentity(ti.dag_id, ti.task_id, ti.run_id))

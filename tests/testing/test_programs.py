@@ -417,6 +417,10 @@ def test_command_lines_are_read_in_maxtext_and_argparse_forms_and_inside_shell_s
     }  # fmt: skip
     assert copy_destination(tokens) == ("out/*.json", "gs://b/results/")
     assert copy_destination(["cp", "a", "gs://b/c"]) == (None, None)  # plain cp is not an upload
+    script = "# 1. start\nbash multi-node-serving.sh leader;\n\nvllm serve --port 8000 \\\n  --model=m \\\n  --seed 42\n"
+    assert command_tokens(["/bin/sh", "-c", script]) == [
+        "/bin/sh", "-c", ";", "bash", "multi-node-serving.sh", "leader", ";", ";", ";", "vllm", "serve", "--port", "8000", "--model=m", "--seed", "42", ";",
+    ]  # a continued line is one command, a newline ends one
 
 
 def test_percentiles_interpolate_like_numpy():

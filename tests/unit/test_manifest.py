@@ -14,7 +14,7 @@ import yaml
 
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
-from pathways_airflow.spec.manifest import is_manifest_file, manifest_object, read_manifest, supervise
+from pathways_airflow.spec.manifest import is_manifest_file, manifest_object, read_manifest, read_server_manifest, supervise, supervise_server
 from pathways_airflow.spec.names import TaskIdentity
 from pathways_airflow.spec.render import DISRUPTION_RULE_NAME, USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES
 
@@ -271,3 +271,71 @@ def test_a_manifest_the_provider_rendered_is_supervised_without_doubling_its_rul
     twice, changes = supervise(read_manifest(once), name=once["metadata"]["name"], namespace="default", labels={}, annotations={},
                                system_exit_codes=XPK_SYSTEM_EXIT_CODES, ttl_seconds_after_finished=86_400)
     assert twice == once and changes == ()
+
+
+# --- a LeaderWorkerSet for the inference operators -------------------------------------------------
+
+
+def jetstream_on_pathways(upstream_samples) -> str:
+    """GKE's JetStream + Pathways LeaderWorkerSet and its Service, with its placeholders filled in."""
+    text = (upstream_samples / "seed-jetstream-lws-single.yaml").read_text()
+    return text.replace("TPU_ACCELERATOR_TYPE", "tpu-v6e-slice").replace("TPU_TOPOLOGY", "4x4").replace("GCS_CHECKPOINT_PATH", "gs://demo-bucket/ckpt/0/items")
+
+
+def test_a_vllm_leaderworkerset_is_read_from_the_leaders_server_container_and_probe():
+    from pathways_airflow.spec.vllm import ENGINE
+
+    user = read_server_manifest(text("lws-multihost-inference.yaml"), engine=ENGINE)
+    assert (user.engine.container, user.engine.http_port, user.engine.health_path, user.engine.benchmark_port) == ("vllm-leader", 8000, "/health", 8000)
+    assert user.tpu() == {"machine_type": "tpu7x-standard-4t", "topology": "2x2x2", "slices": 1, "chips": 8}
+    assert (user.on_pathways, user.image, user.service) == (False, "vllm/vllm-tpu:latest", None)
+
+
+def test_jetstream_on_pathways_takes_its_health_check_from_the_probe_and_its_grpc_port_from_the_leader(upstream_samples):
+    """The engine container is the one with the probes (``jetstream-http`` beside it has none); the
+    health check is the probe's ``/healthcheck`` on 8000, the benchmark's gRPC port 9000 is declared."""
+    from pathways_airflow.spec.jetstream import ENGINE
+
+    user = read_server_manifest(jetstream_on_pathways(upstream_samples), engine=ENGINE)
+    assert (user.engine.container, user.engine.http_port, user.engine.health_path, user.engine.benchmark_port) == ("jax-tpu", 8000, "/healthcheck", 9000)
+    assert user.tpu()["chips"] == 16 and user.on_pathways and user.service["metadata"]["name"] == "jetstream-svc"
+
+
+def test_a_supervised_leaderworkerset_keeps_the_users_fields_and_its_service_selects_only_this_tasks_leader(schema_validator, upstream_samples):
+    from pathways_airflow.spec.jetstream import ENGINE
+
+    source = jetstream_on_pathways(upstream_samples)
+    user = read_server_manifest(source, engine=ENGINE)
+    labels = IDENTITY.labels()
+    (lws, service), changes = supervise_server(user, name="jetstream-abc", service="jetstream-abc-svc", namespace="default", labels=labels, annotations=IDENTITY.annotations())
+    assert schema_validator.errors(lws) == []
+    original = yaml.safe_load_all(source).__next__()["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        assert lws["spec"]["leaderWorkerTemplate"][key]["spec"] == original[key]["spec"]
+        assert labels.items() <= lws["spec"]["leaderWorkerTemplate"][key]["metadata"]["labels"].items()
+    assert lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]["app"] == "jetstream-pathways"
+    assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": "jetstream-abc", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+    assert [p["port"] for p in service["spec"]["ports"]] == [8000, 9000]
+    assert any("replaces the file's Service jetstream-svc" in c.line() for c in changes)
+
+
+def test_a_leaderworkerset_is_refused_naming_what_was_found():
+    from pathways_airflow.spec.vllm import ENGINE
+
+    document = yaml.safe_load(text("lws-multihost-inference.yaml"))
+    two = yaml.safe_dump_all([document, document])
+    with pytest.raises(InvalidWorkloadSpec, match="LeaderWorkerSet tpu-offline-inference-multihost, LeaderWorkerSet tpu-offline-inference-multihost': must be one LeaderWorkerSet"):
+        read_server_manifest(two, engine=ENGINE)
+    with pytest.raises(InvalidWorkloadSpec, match="JobSet .*must be one LeaderWorkerSet"):
+        read_server_manifest(text("xpk-pathways-jobset.yaml"), engine=ENGINE)
+    cpu = copy.deepcopy(document)
+    for key in ("leaderTemplate", "workerTemplate"):
+        for container in cpu["spec"]["leaderWorkerTemplate"][key]["spec"]["containers"]:
+            container.pop("resources")
+    with pytest.raises(InvalidWorkloadSpec, match="holds no TPU slice"):
+        read_server_manifest(cpu, engine=ENGINE)
+    sidecar = copy.deepcopy(document)
+    sidecar["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"].append({"name": "metrics", "image": "prom/statsd-exporter", "readinessProbe": {"tcpSocket": {"port": 9102}}})
+    with pytest.raises(InvalidWorkloadSpec, match=r"2 containers that could run the program \(vllm-leader, metrics\)"):
+        read_server_manifest(sidecar, engine=ENGINE)
+    assert read_server_manifest(sidecar, engine=ENGINE, main_container="vllm-leader").engine.container == "vllm-leader"

@@ -70,7 +70,9 @@ def _script_index(argv: list[str], start: int) -> int | None:
 
 
 def split_script(script: str) -> list[str]:
-    """A shell script's words, with ``&&``, ``;``, ``|``… as words of their own."""
+    """A shell script's words, with ``&&``, ``;``, ``|``… as words of their own; a backslash before
+    a newline continues the line, a newline ends a command as ``;`` does (its comment first)."""
+    script = script.replace("\\\n", " ").replace("\n", "\n;")
     lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:

@@ -31,7 +31,9 @@ from pathways_airflow.extensions import CLI_GROUP, CRDS_GROUP, INSTALL_HINT, ext
 from pathways_airflow.spec import InvalidWorkloadSpec, build_workload, render
 from pathways_airflow.spec.arguments import namespace_problem
 from pathways_airflow.spec.errors import SpecProblem
-from pathways_airflow.spec.manifest import read_manifest, supervise
+from pathways_airflow.spec.engines import DEFAULT_ENGINE, engine_named
+from pathways_airflow.spec.manifest import manifest_objects, read_manifest, read_server_manifest, supervise, supervise_server
+from pathways_airflow.spec.serving import SERVICE_SUFFIX
 from pathways_airflow.spec.names import name_problem
 from pathways_airflow.spec.render import BACKENDS, XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.spec.tpu import MACHINE_TYPES
@@ -119,18 +121,23 @@ def render_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--manifest",
         metavar="FILE",
-        help="a PathwaysJob or JobSet you already have (gcluster --dry-run-out, xpk --output-manifest-file): "
-        "print it as the operator would submit it, and on stderr what was added or changed and why; of the "
-        "other flags only --queue-name, --main-container, --crds and --namespace (when the manifest names none) apply",
+        help="a PathwaysJob or JobSet you already have (gcluster --dry-run-out, xpk --output-manifest-file), or a "
+        "serving LeaderWorkerSet: print it as the operator would submit it, and on stderr what was added or changed "
+        "and why; of the other flags only --queue-name, --main-container, --engine, --crds and --namespace (when the "
+        "manifest names none) apply",
     )
-    parser.add_argument("--main-container", help="with --manifest: the container that runs the program")
+    parser.add_argument("--main-container", help="with --manifest: the container that runs the program (or the server)")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, help="with a LeaderWorkerSet --manifest: the engine it serves with")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the main container's command")
     parser.set_defaults(run=run_render)
 
 
-def _supervised(args: argparse.Namespace) -> dict:
+def _supervised(args: argparse.Namespace) -> list[dict]:
     """``--manifest``: the file as the operator would submit it (its own name kept); the changes on stderr."""
-    user = read_manifest(Path(args.manifest).read_text(), main_container=args.main_container)
+    text = Path(args.manifest).read_text()
+    if any(d.get("kind") == "LeaderWorkerSet" for d in manifest_objects(text)):
+        return _supervised_server(args, text)
+    user = read_manifest(text, main_container=args.main_container)
     name = str((user.manifest.get("metadata") or {}).get("name") or args.name)
     namespace = (user.manifest.get("metadata") or {}).get("namespace") or args.namespace
     manifest, changes = supervise(
@@ -139,9 +146,26 @@ def _supervised(args: argparse.Namespace) -> dict:
     )
     print(f"{args.manifest}: {user.manifest['kind']}, {user.num_slices} × {user.shape.machine_type.name} {user.shape.topology}, "
           f"program in {user.main_job}/{user.main_container}; supervised:", file=sys.stderr)
+    _print_changes(changes)
+    return [manifest]
+
+
+def _supervised_server(args: argparse.Namespace, text: str) -> list[dict]:
+    server = read_server_manifest(text, engine=engine_named(args.engine), main_container=args.main_container)
+    name, engine = server.name, server.engine
+    objects, changes = supervise_server(
+        server, name=name, service=f"{name}{SERVICE_SUFFIX}", namespace=server.namespace_for(args.namespace), labels={}, annotations={},
+    )
+    print(f"{args.manifest}: LeaderWorkerSet, {server.shape.machine_type.name} {server.shape.topology}, {engine.name} in "
+          f"{engine.container}, health check GET {engine.health_path} on {engine.http_port}, benchmark port {engine.benchmark_port}; "
+          "supervised:", file=sys.stderr)
+    _print_changes(changes)
+    return objects
+
+
+def _print_changes(changes: tuple) -> None:
     for change in changes:
         print(f"  {change.line()}", file=sys.stderr)
-    return manifest
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -187,23 +211,24 @@ def run_render(args: argparse.Namespace) -> int:
     except InvalidWorkloadSpec as error:
         print(f"pathways-airflow: {error}", file=sys.stderr)
         return 2
-    return _print_checked(render(workload, backend=args.backend, name=args.name, namespace=args.namespace), args)
+    return _print_checked([render(workload, backend=args.backend, name=args.name, namespace=args.namespace)], args)
 
 
-def _print_checked(manifest: dict, args: argparse.Namespace) -> int:
-    """Print the manifest; with ``--crds``, only once it matches its CRD."""
+def _print_checked(manifests: list[dict], args: argparse.Namespace) -> int:
+    """Print the manifests (YAML documents); with ``--crds``, only once each custom resource matches its CRD."""
     if args.crds:
         validators = extensions(CRDS_GROUP)
         if not validators:
             print(f"pathways-airflow: --crds needs pathways-airflow-testing: {INSTALL_HINT}", file=sys.stderr)
             return 2
-        errors = validators[0].load().from_paths(args.crds).errors(manifest)
+        validator = validators[0].load().from_paths(args.crds)
+        errors = [line for manifest in manifests if manifest.get("apiVersion") != "v1" for line in validator.errors(manifest)]
         if errors:
             print("pathways-airflow: the manifest does not match its CRD:", file=sys.stderr)
             for line in errors:
                 print(f"  {line}", file=sys.stderr)
             return 1
-    sys.stdout.write(manifest_yaml(manifest))
+    sys.stdout.write("---\n".join(manifest_yaml(manifest) for manifest in manifests))
     return 0
 
 

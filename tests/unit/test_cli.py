@@ -73,8 +73,16 @@ def test_render_a_manifest_prints_it_supervised_and_says_what_changed_on_stderr(
     assert "replicatedJobs[worker].restartPolicy: OnFailure → Never" in result.stderr
 
 
+def test_render_a_serving_leaderworkerset_prints_it_with_the_tasks_service(crds):
+    result = run("render", "--manifest", str(MANIFESTS / "lws-multihost-inference.yaml"), "--engine", "vllm", "--crds", str(crds))
+    assert result.returncode == 0, result.stderr
+    lws, service = yaml.safe_load_all(result.stdout)
+    assert (lws["kind"], service["kind"], service["metadata"]["name"]) == ("LeaderWorkerSet", "Service", "tpu-offline-inference-multihost-svc")
+    assert "vllm in vllm-leader, health check GET /health on 8000" in result.stderr
+
+
 def test_render_refuses_a_manifest_it_cannot_supervise_and_needs_the_shape_without_one():
-    result = run("render", "--manifest", str(MANIFESTS / "lws-multihost-inference.yaml"))
-    assert result.returncode == 2 and result.stdout == "" and "LeaderWorkerSet" in result.stderr
+    result = run("render", "--manifest", str(MANIFESTS / "lws-multihost-inference.yaml"), "--engine", "jetstream", "--main-container", "sidecar")
+    assert result.returncode == 2 and result.stdout == "" and "main_container='sidecar': is not a container of the leader" in result.stderr
     result = run("render", "--tpu", "v5e")
     assert result.returncode == 2 and "--topology=None: is required (or give --manifest)" in result.stderr

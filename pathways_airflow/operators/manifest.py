@@ -10,10 +10,12 @@ only load the file, keep the operator's other parameters out of the way, and rep
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pathways_airflow.run.outcome import restarts_in_place
 from pathways_airflow.run.result import tpu_of
 from pathways_airflow.spec.arguments import kueue_max_exec_time, looks_templated
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
     from pathways_airflow.checkpoints import Checkpoint
     from pathways_airflow.spec.engine import Engine
+    from pathways_airflow.spec.workload import Workload
 
 SUPERVISION_PARAMETERS = frozenset({"queue_name"})
 """Spec parameters that still apply to a supplied manifest (the Kueue queue label)."""
@@ -141,6 +144,15 @@ class SuppliedManifest(ManifestSource):
         )
         self.log_changes(user.name, changes)
         return manifest
+
+    def restarts_allowed(self) -> int:
+        """``max_restarts``: the manifest's own, or the parameter's (a number once validated)."""
+        return self.user_workload().max_restarts if self.manifest is not None else int(self.max_restarts)  # type: ignore[attr-defined]
+
+    def restarting_in_place(self, workload: Workload) -> Workload:
+        """The workload as submitted: restarting in place only as far as its backend tells a bug
+        from a lost slice (:func:`~pathways_airflow.run.outcome.restarts_in_place`)."""
+        return dataclasses.replace(workload, max_restarts=restarts_in_place(self.backend, workload.max_restarts))
 
     def tpu_held(self) -> dict[str, Any]:
         """The TPU shape the task holds, as its result reports it."""

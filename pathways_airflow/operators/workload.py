@@ -305,8 +305,8 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
 
     @property
     def disruption_budget(self) -> int:
-        """``max_disruptions`` as a number (a template renders it to a string); valid once validated."""
-        return int(self.max_disruptions)
+        """Fresh workloads infrastructure failures may cost (:func:`~pathways_airflow.run.outcome.resubmissions_allowed`)."""
+        return outcome.resubmissions_allowed(self.backend, int(self.max_disruptions), self.restarts_allowed())
 
     def _workload_arguments(self, resume_from: Checkpoint | None = None) -> dict[str, Any]:
         arguments = {_BUILD_ARGUMENT.get(name, name): getattr(self, name) for name in _WORKLOAD_FIELDS}
@@ -321,7 +321,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         ``resume_from``: the checkpoint a resubmitted workload resumes from, handed to the
         program as ``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``.
         """
-        return build_workload(**self._workload_arguments(resume_from))
+        return self.restarting_in_place(build_workload(**self._workload_arguments(resume_from)))
 
     def render_manifest(
         self, context: Context | None = None, *, attempt: int = 0, resume_from: Checkpoint | None = None

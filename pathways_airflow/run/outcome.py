@@ -13,7 +13,6 @@ the same bug again.
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping
 from collections.abc import Collection, Sequence
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
@@ -29,6 +28,7 @@ from pathways_airflow.exceptions import (
     WorkloadEndedError,
 )
 from pathways_airflow.spec.arguments import TASK_LIMIT
+from pathways_airflow.spec.names import MAX_ATTEMPT
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.jobs import COMPLETE, ERROR, FAILED, GONE, TIMEOUT, JobEvent
@@ -53,47 +53,24 @@ def next_step(state: WorkloadState, classification: Classification | None) -> Ne
     return NextStep.FAIL
 
 
-def restarts_left(jobset: Mapping[str, Any] | None) -> int:
-    """How many more times the JobSet will restart itself: ``spec.failurePolicy.maxRestarts`` less
-    ``status.restartsCountTowardsMax`` (kubernetes-sigs/jobset ``api/jobset/v1alpha2``; ``restarts``
-    where that field is missing); 0 without a policy."""
-    policy = ((jobset or {}).get("spec") or {}).get("failurePolicy") or {}
-    status = (jobset or {}).get("status") or {}
-    counted = status.get("restartsCountTowardsMax", status.get("restarts")) or 0
-    try:
-        return max(0, int(policy.get("maxRestarts") or 0) - int(counted))
-    except (TypeError, ValueError):
-        return 0
+def restarts_in_place(backend: str, max_restarts: int) -> int:
+    """How many times the workload may restart by itself (its JobSet's ``maxRestarts``).
 
-
-def bug_stopped_in_place(state: WorkloadState, classification: Classification, left: int) -> WorkloadState | None:
-    """The FAILED state to report for a PathwaysJob whose head program failed with the user's exit
-    code while the workload still runs, or ``None`` when it was no bug.
-
-    The PathwaysJob has no failure policy (its JobSet's is ``maxRestarts`` alone), so its JobSet
-    restarts a bug as it would a lost slice, every restart burning the slices again on the same
-    exit. The owner stops it at the first such exit instead; ``max_restarts`` stays for the
-    failures it is for. Only an exit code seen on the head counts: an inferred bug is no reason
-    to cut a run short. With no restart ``left`` the JobSet fails by itself and keeps the failed
-    workload, with the verdict on it, for a retry to read: then there is nothing to stop.
+    ``max_restarts`` on the ``jobset`` backend, whose failure policy fails a bug at once and
+    restarts only what is no bug. None on the ``pathwaysjob`` backend: a PathwaysJob's only failure
+    policy is ``maxRestarts``, so its JobSet would run a bug again at every restart, holding the
+    slices for it, and stopping it from outside is a race its controller wins in well under a
+    second. There the task makes those restarts itself, after judging each failure
+    (:func:`resubmissions_allowed`): a bug runs once on every backend.
     """
-    if classification.verdict is not Verdict.USER_ERROR or classification.exit_code is None or left <= 0:
-        return None
-    return WorkloadState(
-        Phase.FAILED,
-        message=(
-            f"container {classification.container} of pod {classification.pod} exited with code "
-            f"{classification.exit_code}, a user's exit code: stopped at JobSet restart {state.restarts}, "
-            "as every further restart would only run the bug again"
-        ),
-        slices_ready=state.slices_ready,
-        slices_total=state.slices_total,
-        restarts=state.restarts,
-        cause=FailureCause.USER_CODE,
-        exit_code=classification.exit_code,
-        container=classification.container,
-        pod=classification.pod,
-    )
+    return max_restarts if backend == "jobset" else 0
+
+
+def resubmissions_allowed(backend: str, max_disruptions: int, max_restarts: int) -> int:
+    """How many fresh workloads a task may submit after infrastructure failures: ``max_disruptions``,
+    and the restarts ``max_restarts`` allows that the workload cannot make in place itself; at most
+    as many as attempt names there are (:data:`~pathways_airflow.spec.names.MAX_ATTEMPT`)."""
+    return min(MAX_ATTEMPT, max_disruptions + max_restarts - restarts_in_place(backend, max_restarts))
 
 
 def is_disruption(state: WorkloadState, classification: Classification) -> bool:

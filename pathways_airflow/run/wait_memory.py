@@ -22,7 +22,7 @@ from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.ran_on import where_workers_run
-from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_exit_seen, head_pod, pods_of_current_attempt, worker_job_name
+from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_pod, pods_of_current_attempt, worker_job_name
 
 Jobs = Mapping[str, Mapping[str, Any]]
 
@@ -32,8 +32,7 @@ class WaitMemory:
     """What a wait keeps of its workload between looks (``writes``: not a sensor's, which watches
     a workload someone else owns). ``live_jobs``: each child Job before its deletion began (a
     failing JobSet deletes its Jobs; the counts they held then are the evidence of lost workers);
-    ``heads_judged``: the (pod, container) head exits judged while it ran; ``disruptions_recorded``,
-    ``where_recorded``: the attempts whose disruption, and whose nodes, are written (each once);
+    ``disruptions_recorded``, ``where_recorded``: the attempts whose disruption, and whose nodes, are written (each once);
     ``next_creation_check``: when to read the events again while child objects are missing (0: none).
     """
 
@@ -47,7 +46,6 @@ class WaitMemory:
     live_jobs: Jobs = field(default_factory=dict)
     phase_since: float = 0.0
     said_at: float = 0.0
-    heads_judged: frozenset[tuple[str, str]] = frozenset()
     disruptions_recorded: frozenset[int] = frozenset()
     where_recorded: frozenset[int] = frozenset()
     next_creation_check: float = 0.0
@@ -114,14 +112,6 @@ def disruption_to_classify(memory: WaitMemory, observation: Observation) -> bool
     return memory.writes and any(pod_disruption(p) for p in pods)
 
 
-def head_to_judge(memory: WaitMemory, observation: Observation, state: WorkloadState) -> tuple[str, str, int, int] | None:
-    """A head program's exit not judged yet, in a running PathwaysJob this task owns: (pod, container, exit code, attempt)."""
-    if observation.backend != "pathwaysjob" or not memory.writes or state.phase.finished:
-        return None
-    failed = head_exit_seen(observation)
-    return None if failed is None or failed[:2] in memory.heads_judged else failed
-
-
 def _children_missing(observation: Observation, state: WorkloadState) -> bool:
     top = top_of(observation)
     return state.phase in (Phase.QUEUED, Phase.PROVISIONING) and creation.children_missing(top, observation.jobset, observation.jobs)
@@ -156,7 +146,6 @@ def remembered(
         **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
     }
     carried = ((top or {}).get("metadata") or {}).get("annotations") or {}
-    judged = head_to_judge(memory, observation, state)
     missing, due = _children_missing(observation, state), creation_check_due(memory, observation, state, now)
     remembers = replace(
         memory,
@@ -169,7 +158,6 @@ def remembered(
         live_jobs=live_jobs_with(memory.live_jobs, (*observation.jobs, *read.jobs_seen_again)),
         phase_since=now if transition_line(memory.state, state) else memory.phase_since,
         said_at=now if line_to_log(memory, state, now) else memory.said_at,
-        heads_judged=memory.heads_judged | {judged[:2]} if judged else memory.heads_judged,
         disruptions_recorded=memory.disruptions_recorded | {attempt} if read.disruption else memory.disruptions_recorded,
         where_recorded=memory.where_recorded | {attempt} if where else memory.where_recorded,
         next_creation_check=(now + creation.CHECK_EVERY_SECONDS if due else memory.next_creation_check) if missing else 0.0,

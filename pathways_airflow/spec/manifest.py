@@ -96,6 +96,13 @@ class UserWorkload:
     def namespace_for(self, given: str) -> str:
         return namespace_for(self.manifest, given)
 
+    @property
+    def max_restarts(self) -> int:
+        """The restarts the manifest allows: a PathwaysJob's ``maxRestarts``, a JobSet's ``failurePolicy.maxRestarts``."""
+        spec = self.manifest.get("spec") or {}
+        written = spec.get("maxRestarts") if self.backend == "pathwaysjob" else (spec.get("failurePolicy") or {}).get("maxRestarts")
+        return int(written or 0)
+
     def tpu(self) -> dict[str, Any]:
         """The TPU shape, as a task's result reports it."""
         return {"machine_type": self.shape.machine_type.name, "topology": self.shape.topology, "slices": self.num_slices, "chips": self.total_chips}
@@ -332,6 +339,12 @@ def supervise(
     _annotated(meta, changes, annotations)
     if user.backend == "jobset":
         _supervise_jobset(manifest, user, changes, ttl_seconds_after_finished, system_exit_codes)
+    elif user.max_restarts:
+        manifest["spec"]["maxRestarts"] = 0
+        changes.append(Change(
+            "spec.maxRestarts", 0, f"its JobSet would run a bug again at every restart: the task makes the {user.max_restarts} "
+            "restarts itself after infrastructure failures (fresh workloads, resuming), never after a bug", user.max_restarts,
+        ))
     if resume_from is not None and user.main_container is not None:
         container = _main_container(manifest, user)
         container["env"] = with_resume_env(container.get("env") or [], resume_from)

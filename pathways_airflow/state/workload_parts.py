@@ -275,30 +275,14 @@ def exit_code_of(container_status: Mapping[str, Any] | None) -> int | None:
 
 def failed_container(observation: Observation) -> tuple[str, str, int] | None:
     """``(pod, container, exit code)`` when the current attempt's head program ended non-zero."""
-    found = _head_exit(observation, _heads(observation, pods_of_current_attempt(observation), any_host=True), restarted_too=False)
-    return found[:3] if found else None
-
-
-def head_exit_seen(observation: Observation) -> tuple[str, str, int, int] | None:
-    """``(pod, container, exit code, restart attempt)`` of the newest non-zero exit of a head
-    program, also one it was already restarted in place after (its ``lastState``: the Job counts
-    that restart as its failure). Any attempt's: the JobSet may restart within the same second,
-    before a watcher has seen the exit on the attempt it happened in."""
-    return _head_exit(observation, _heads(observation, observation.pods, any_host=True), restarted_too=True)
-
-
-def _head_exit(observation: Observation, heads: Iterable[Obj], *, restarted_too: bool) -> tuple[str, str, int, int] | None:
     known, declared = _declared_main_container(observation)
     if known and declared is None:
         return None
-    for pod in heads:
+    for pod in _heads(observation, pods_of_current_attempt(observation), any_host=True):
         status = main_container_status(pod, declared)
         code = exit_code_of(status)
-        if not code and restarted_too and status is not None:
-            code = as_int(((status.get("lastState") or {}).get("terminated") or {}).get("exitCode"), 0)
         if status is not None and code:
-            attempt = _attempt_label(pod)
-            return name_of(pod), str(status.get("name")), code, current_attempt(observation) if attempt is None else attempt
+            return name_of(pod), str(status.get("name")), code
     return None
 
 

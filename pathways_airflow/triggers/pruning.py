@@ -93,8 +93,7 @@ def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
 
     * ``suspend``: :func:`~pathways_airflow.state.status.is_suspended`;
     * ``coordinator``: :func:`~pathways_airflow.state.workload_parts.head_job_name` (which pod is the head);
-    * of ``failurePolicy``, ``maxRestarts`` (:func:`~pathways_airflow.run.outcome.restarts_left`) and
-      the rules' names (:func:`~pathways_airflow.state.disruption.has_the_user_error_rule`);
+    * of ``failurePolicy``, the rules' names (:func:`~pathways_airflow.state.disruption.has_the_user_error_rule`);
     * each of ``replicatedJobs`` as :func:`_replicated_job` keeps it.
     """
     spec = jobset.get("spec") or {}
@@ -107,10 +106,10 @@ def pruned_jobset(jobset: dict[str, Any]) -> dict[str, Any]:
 
 
 def _failure_policy(policy: Any) -> Any:
-    """``maxRestarts`` and each rule's ``name``; a policy or rule that is no object is kept as it is."""
+    """Each rule's ``name``; a policy or rule that is no object is kept as it is."""
     if not isinstance(policy, Mapping):
         return policy
-    kept: dict[str, Any] = {"maxRestarts": policy["maxRestarts"]} if "maxRestarts" in policy else {}
+    kept: dict[str, Any] = {}
     if "rules" in policy:
         rules = policy["rules"] or ()
         kept["rules"] = [{k: r[k] for k in ("name",) if k in r} if isinstance(r, Mapping) else r for r in rules]

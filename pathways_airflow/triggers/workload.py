@@ -156,16 +156,10 @@ class PathwaysJobTrigger(KillableTrigger):
                 if refused_spec:
                     state = model.WorkloadState(model.Phase.FAILED, message=refused_spec, cause=model.FailureCause.BAD_SPEC)
                 read = await self._readings(memory, observation, state, live)
-                verdict, stopped, seen_again = None, None, ()
-                judged = wait_memory.head_to_judge(memory, observation, state)
-                if judged is not None:
-                    head_verdict, seen_again = await self._settled_verdict(observation, live, subscriptions, watches, judged[3])
-                    stopped = outcome.bug_stopped_in_place(state, head_verdict, outcome.restarts_left(observation.jobset))
-                    verdict = head_verdict if stopped is not None else None
-                ended = stopped or state
-                if ended.phase is model.Phase.FAILED and verdict is None:
+                verdict, seen_again = None, ()
+                if state.phase is model.Phase.FAILED:
                     settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches)
-                    verdict = outcome.verdict_of(ended, settled)
+                    verdict = outcome.verdict_of(state, settled)
                 line = wait_memory.line_to_log(memory, state, now)
                 read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
                 memory, notes = wait_memory.remembered(memory, observation, state, now, read)
@@ -173,14 +167,11 @@ class PathwaysJobTrigger(KillableTrigger):
                     self.log.info("%s/%s: %s", self.namespace, self.name, line)
                 if notes:  # before the deletion and the event: a retry reads the verdict here
                     await self._annotate(notes)
-                if stopped is not None:
-                    await self._delete("its head program failed with the user's exit code")
-                    self.log.info("%s/%s: %s", self.namespace, self.name, stopped.summary())
-                if ended.phase.finished or (self.until_phase is not None and status.has_reached(ended, self.until_phase)):
+                if state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase)):
                     finished = records.WorkloadEvent(
-                        "finished", self.name, state=ended, failure=memory.failure, classification=verdict, last_step=memory.last_step,
+                        "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
                         restarts=memory.restarts, running_since=memory.running_since,
-                        phases=timeline.phases_with(memory.phases, ended, time.time()),
+                        phases=timeline.phases_with(memory.phases, state, time.time()),
                     )
                     yield TriggerEvent(finished.to_payload())
                     return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from airflow.providers.common.compat.sdk import TaskDeferred
 from google.cloud import storage
 
 from pathways_airflow.spec import build_workload, render
@@ -116,30 +117,38 @@ def test_user_failure_exit_code_fails_the_jobset_at_once(pathways_cluster):
     assert "(first failed job: userbug-pathways-head-0)" in failed["message"]
 
 
-def test_a_pathwaysjob_whose_head_fails_with_the_users_exit_code_is_stopped_before_its_jobset_restarts_it(pathways_cluster):
-    """The PathwaysJob has no failure policy: its JobSet would restart the bug ``max_restarts``
-    times. The trigger that owns it stops it at the first exit, with the log that says why."""
-    from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
-    from pathways_airflow.resources import JOBSET
-    from pathways_airflow.triggers.workload import PathwaysJobTrigger
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_bug_on_the_pathwaysjob_backend_runs_once_though_max_restarts_allows_two(pathways_cluster, monkeypatch, deferrable):
+    """A DAG as the README writes it (PathwaysJob backend, ``max_restarts=2``) whose program fails
+    at a step: the PathwaysJob the task submits restarts nothing in place, so the bug runs once and
+    the task fails with ``UserCodeError``; the two restarts stay for infrastructure failures."""
+    from pathways_airflow.exceptions import UserCodeError
+    from pathways_airflow.operators import PathwaysJobOperator
+    from pathways_airflow.spec import TaskIdentity
+    from tests.support.connections import connect
+    from tests.support.task_instance import TaskInstance
     from tests.support.triggers import first_event
 
-    cluster = pathways_cluster
-    name = "userbug-pj"
-    workload = training(
-        name, max_restarts=2, command=["python3", "-m", "MaxText.train", f"run_name={name}", "steps=400"],
-        env={"PATHWAYS_TESTING_STEP_SECONDS": "2", "PATHWAYS_TESTING_FAIL_AT_STEP": "250", "PATHWAYS_TESTING_EXIT_CODE": "3"},
+    connect(monkeypatch, pathways_cluster)
+    task_id = f"bug-once-{int(deferrable)}"
+    operator = PathwaysJobOperator(
+        task_id=task_id, tpu="v5e", topology="2x4", pathways_dir="gs://pathways-demo/tmp", image="maxtext:latest",
+        command=["python3", "-m", "MaxText.train", f"run_name={task_id}", "steps=400"], max_restarts=2, deferrable=deferrable,
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2", "PATHWAYS_TESTING_FAIL_AT_STEP": "5", "PATHWAYS_TESTING_EXIT_CODE": "3"},
     )
-    cluster.apply(render(workload, backend="pathwaysjob", name=name, namespace="default"))
-    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict(), recheck_seconds=1)
-    event = first_event(trigger, timeout=90)
-    assert event["status"] == "finished", event
-    assert event["state"]["phase"] == "FAILED" and event["state"]["cause"] == "USER_CODE" and event["state"]["exit_code"] == 3
-    # The local JobSet restarts in the instant the head exits: the exit is judged on the restart
-    # after, which is stopped; without the stop the JobSet runs the bug max_restarts (2) times.
-    assert event["state"]["restarts"] < 2 and "stopped at JobSet restart" in event["state"]["message"]
-    assert (event["state"]["container"], event["state"]["exit_code"]) == ("main", 3), event["state"]
-    wait_for(lambda: cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", name) is None and not pods_of(cluster, name), timeout=60)
+    assert operator.render_manifest()["spec"]["maxRestarts"] == 0 and operator.disruption_budget == 5
+    ti = TaskInstance("dag", task_id, "run-1")
+    with pytest.raises(UserCodeError) as failure:
+        try:
+            operator.execute({"ti": ti})
+        except TaskDeferred as deferred:
+            operator.execute_complete({"ti": ti}, first_event(deferred.trigger, timeout=120), **deferred.kwargs)
+    assert failure.value.exit_code == 3
+    name = TaskIdentity("dag", task_id, "run-1").workload_name(0)
+    heads = {e["involvedObject"]["name"] for e in pathways_cluster.list("v1", "Event", "default")
+             if e["involvedObject"]["name"].startswith(f"{name}-pathways-head-") and e["involvedObject"].get("kind") == "Pod"}
+    assert len(heads) == 1, heads  # one run of the program
+    assert not any(e["involvedObject"]["name"].startswith(TaskIdentity("dag", task_id, "run-1").workload_name(1)) for e in pathways_cluster.list("v1", "Event", "default"))
 
 
 def test_a_restart_seen_by_a_trigger_that_was_then_replaced_is_still_reported(pathways_cluster):

@@ -94,7 +94,7 @@ def test_the_users_fields_are_kept_exactly(name):
             assert job_after["replicas"] == job_before["replicas"]
     else:
         assert manifest["spec"]["workers"] == original["spec"]["workers"]
-        assert manifest["spec"]["maxRestarts"] == original["spec"]["maxRestarts"]
+        assert manifest["spec"]["maxRestarts"] == 0 and user.max_restarts == original["spec"]["maxRestarts"] == 10
     assert read_manifest(text(name)).manifest == user.manifest  # reading twice gives the same
 
 
@@ -339,3 +339,12 @@ def test_a_leaderworkerset_is_refused_naming_what_was_found():
     with pytest.raises(InvalidWorkloadSpec, match=r"2 containers that could run the program \(vllm-leader, metrics\)"):
         read_server_manifest(sidecar, engine=ENGINE)
     assert read_server_manifest(sidecar, engine=ENGINE, main_container="vllm-leader").engine.container == "vllm-leader"
+
+
+def test_a_pathwaysjobs_restarts_are_the_tasks_to_make_so_a_bug_runs_once():
+    """The sample's ``maxRestarts: 10`` would restart a bug ten times: the task restarts after
+    infrastructure failures itself, and says so."""
+    user, manifest, changes = supervised("pathways-job-sample.yaml")
+    assert (manifest["spec"]["maxRestarts"], user.max_restarts) == (0, 10)
+    (line,) = [c.line() for c in changes if c.path == "spec.maxRestarts"]
+    assert line.startswith("spec.maxRestarts: 10 → 0") and "never after a bug" in line

@@ -118,24 +118,14 @@ def test_a_sensor_whose_watch_was_refused_fails_for_good_and_one_that_lost_the_a
     assert not isinstance(flaky.value, PermissionMissingError)
 
 
-def test_a_bug_is_stopped_in_place_only_while_the_jobset_would_restart_it():
-    """With no restart left the JobSet fails by itself and keeps the workload, and its verdict, for
-    a retry to read; stopping it then would only delete that evidence."""
-    from pathways_airflow.state.disruption import Classification, Verdict
-    from pathways_airflow.state.model import Phase, WorkloadState
-    from pathways_airflow.run.outcome import bug_stopped_in_place, restarts_left
+def test_a_pathwaysjob_restarts_nothing_in_place_and_the_task_makes_its_restarts_after_judging_them():
+    """A PathwaysJob's JobSet cannot tell a bug from a lost slice: the task renders it with no
+    restart and resubmits infrastructure failures itself, ``max_restarts`` more times."""
+    from pathways_airflow.run.outcome import restarts_in_place, resubmissions_allowed
 
-    jobset = {"spec": {"failurePolicy": {"maxRestarts": 2}}, "status": {"restarts": 1, "restartsCountTowardsMax": 1}}
-    assert restarts_left(jobset) == 1
-    assert restarts_left({"spec": {"failurePolicy": {"maxRestarts": 2}}, "status": {"restarts": 2}}) == 0
-    assert restarts_left({"spec": {}}) == 0 and restarts_left(None) == 0
-    running = WorkloadState(Phase.RUNNING, restarts=1)
-    bug = Classification(Verdict.USER_ERROR, ("pod p: container main exited 3",), 3, "main", "p")
-    stopped = bug_stopped_in_place(running, bug, restarts_left(jobset))
-    assert stopped is not None and stopped.phase is Phase.FAILED and stopped.exit_code == 3
-    assert bug_stopped_in_place(running, bug, 0) is None
-    assert bug_stopped_in_place(running, Classification(Verdict.SLICE_FAILURE, ("node x: Ready=Unknown",)), 1) is None
-
+    assert (restarts_in_place("jobset", 2), restarts_in_place("pathwaysjob", 2)) == (2, 0)
+    assert (resubmissions_allowed("jobset", 3, 2), resubmissions_allowed("pathwaysjob", 3, 2), resubmissions_allowed("pathwaysjob", 3, 0)) == (3, 5, 3)
+    assert resubmissions_allowed("pathwaysjob", 98, 10) == 99  # as many as attempt names there are
 
 def test_the_verdict_recorded_for_a_retry_is_the_one_the_task_acts_on():
     """Seed 78028: the failure policy failed the JobSet as the user's error after its head pod was

@@ -37,7 +37,7 @@ from pathways_airflow.state.disruption import (
 )
 from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import Observation, kueue_workload_of
-from pathways_airflow.run.outcome import bug_stopped_in_place, restarts_left, verdict_of
+from pathways_airflow.run.outcome import verdict_of
 from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, went_down_under_it
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption
 from pathways_airflow.run.annotations import restarts_annotation, restarts_written
@@ -47,7 +47,8 @@ from pathways_airflow.state.workload_parts import (
     current_attempt,
     elastic_slices,
     failed_container,
-    head_exit_seen,
+    head_job_name,
+    worker_job_name,
     head_pod,
     pods_per_slice,
     slices_ready,
@@ -131,8 +132,8 @@ def decisions(fields: Fields) -> dict[str, Any]:
     found: dict[str, Any] = {
         "workload_state": state, "slices_total": slices_total(jobset), "pods_per_slice": pods_per_slice(jobset),
         "slices_ready": slices_ready(observation), "elastic_slices": elastic_slices(observation), "current_attempt": attempt,
-        "failed_container": failed_container(observation), "head_exit_seen": head_exit_seen(observation),
-        "head_pod": head and head["metadata"]["name"], "restarts_left": restarts_left(jobset),
+        "failed_container": failed_container(observation), "head_job_name": head_job_name(jobset),
+        "head_pod": head and head["metadata"]["name"], "worker_job_name": worker_job_name(jobset),
         "head_failed_first": head_failed_first(jobset), "worker_node_selector": worker_node_selector(jobset),
         "kueue_workload": _name(kueue_workload_of((jobset or {}).get("metadata", {}).get("uid"), [fields["kueue_workload"]] if fields["kueue_workload"] else [])),
         "kueue_workload_owner": fields["kueue_workload"] and by_owner("JobSet")(fields["kueue_workload"]),
@@ -159,7 +160,6 @@ def decisions(fields: Fields) -> dict[str, Any]:
         found[f"{label}:went_down_under_it"] = went_down_under_it(top, attempt, nodes)
         found[f"{label}:classify"] = classification
         found[f"{label}:verdict_of"] = verdict_of(state, classification)
-        found[f"{label}:bug_stopped_in_place"] = bug_stopped_in_place(state, classification, restarts_left(jobset))
         found[f"{label}:slice_nodes_disrupted"] = slice_nodes_disrupted(jobset, nodes)
         if top is not None:
             found[f"{label}:verdict_after_the_fact"] = verdict_after_the_fact(top, nodes)

@@ -30,7 +30,6 @@ from pathways_airflow.run.wait_memory import (
     disruption_to_classify,
     failure_to_read,
     head_log_to_read,
-    head_to_judge,
     line_to_log,
     live_jobs_with,
     remembered,
@@ -160,29 +159,6 @@ def test_the_verdict_is_written_in_the_same_write_and_never_on_a_workload_someon
     watched, written = remembered(sensor, observation, state, T0 + 1, read)
     assert written == {} and replace(watched, writes=True) == memory
     assert not disruption_to_classify(sensor, observation)
-
-
-def _head_restarted_in_place_after_exit(code: int) -> Observation:
-    """``running_two_slices`` after the head's program exited ``code`` and its container was restarted in place."""
-    observation, _ = look("running_two_slices")
-    pods = copy.deepcopy(list(observation.pods))
-    head = next(p for p in pods if p["metadata"]["name"].startswith("steady-pathways-head-"))
-    status = head["status"]["containerStatuses"][0]
-    status.update(restartCount=1, lastState={"terminated": {"exitCode": code, "reason": "Error", "startedAt": "2026-11-22T07:40:46Z",
-                                                            "finishedAt": "2026-11-22T07:52:10Z"}})
-    return replace(observation, pods=tuple(pods))
-
-
-def test_a_head_exit_is_judged_once_while_a_pathwaysjob_this_task_owns_runs():
-    observation = _head_restarted_in_place_after_exit(3)
-    state = workload_state(observation)
-    assert not state.phase.finished
-    start = last_seen_running(2)
-    judged = head_to_judge(start, observation, state)
-    assert judged is not None and judged[1:] == ("main", 3, 0)
-    memory, _ = remembered(start, observation, state, T0 + 1)
-    assert head_to_judge(memory, observation, state) is None
-    assert head_to_judge(WaitMemory.starting(None, T0, writes=False), observation, state) is None
 
 
 def job(name: str, *, failed: int, deleting: bool = False) -> dict[str, Any]:

@@ -174,8 +174,7 @@ def classify(
             found = true_condition(kueue_workload, type_)
             if found:
                 return Classification(Verdict.QUEUE_EVICTION, (f"Kueue Workload {type_} ({found.get('reason', '')}): {found.get('message', '')}",))
-    attempt = str((jobset or {}).get("status", {}).get("restarts", 0)) if jobset else None
-    current = [p for p in pods if attempt is None or _labels(p).get(well_known.RESTART_ATTEMPT, attempt) == attempt] or list(pods)
+    attempt, current = _current_attempt(pods, jobset)
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
 
     evidence: list[str] = []
@@ -198,9 +197,8 @@ def classify(
         else:
             verdicts.append(Verdict.UNKNOWN_INFRA)
     for job in jobs:
-        failed = true_condition(job, "Failed")
-        if failed and failed.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in failed.get("message", ""):
-            evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {failed.get('message')}")
+        if _failed_on_a_disruption(job):
+            evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {(true_condition(job, 'Failed') or {}).get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
     current_jobs = [j for j in jobs if attempt is None or _labels(j).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
     for sign in lost_workers(current_jobs, current, worker_job_name(jobset)):
@@ -235,6 +233,30 @@ def classify(
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
         )
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
+
+
+def _current_attempt(pods: Sequence[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> tuple[str | None, list[Mapping[str, Any]]]:
+    """The JobSet's restart attempt and its pods (all of them when none carries it)."""
+    attempt = str((jobset or {}).get("status", {}).get("restarts", 0)) if jobset else None
+    return attempt, [p for p in pods if attempt is None or _labels(p).get(well_known.RESTART_ATTEMPT, attempt) == attempt] or list(pods)
+
+
+def _failed_on_a_disruption(job: Mapping[str, Any]) -> bool:
+    failed = true_condition(job, "Failed")
+    return bool(failed and failed.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in failed.get("message", ""))
+
+
+def shown_without_nodes(pods: Sequence[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> bool:
+    """Whether the attempt's pods or Jobs already prove a disruption (a ``DisruptionTarget``, a pod
+    its node shut down or evicted, a Job failed on ``DisruptionTarget``). The nodes then only tell
+    which kind it was, so a verdict need not wait long for them (:data:`NODES_REFINE_WITHIN_SECONDS`);
+    where only the nodes can vouch that a failure was no bug, the verdict waits for them."""
+    _, current = _current_attempt(pods, jobset)
+    return any(pod_disruption(p) is not None for p in current) or any(_failed_on_a_disruption(j) for j in jobs)
+
+
+NODES_REFINE_WITHIN_SECONDS = 5.0
+"""How long a verdict the pods already prove waits for the node listing that names its kind."""
 
 
 def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str] | None:

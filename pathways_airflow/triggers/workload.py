@@ -251,12 +251,12 @@ class PathwaysJobTrigger(KillableTrigger):
         """Why restart attempt ``attempt`` (default: the current one) stopped: the pods and Jobs as
         last seen (deleted ones too, a Job as it was before its deletion began: ``live``), the nodes
         now, and a disruption an earlier trigger saw during that attempt and wrote on the workload."""
-        nodes = await self.hook.list_nodes()
         jobs = list({**{j["metadata"]["name"]: j for j in observation.jobs}, **live}.values())
         attempt = workload_parts.current_attempt(observation) if attempt is None else attempt
         jobset = observation.jobset
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
             jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
+        nodes = await self._nodes(disruption.shown_without_nodes(observation.pods, jobs, jobset))
         top = wait_memory.top_of(observation)
         recorded = written.disruption_seen(top, attempt) or ran_on.went_down_under_it(top, attempt, nodes)
         if recorded is None and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
@@ -264,6 +264,19 @@ class PathwaysJobTrigger(KillableTrigger):
         return disruption.classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
         )
+
+    async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]]:
+        """The nodes now. When the pods already prove a disruption they only name its kind: read
+        within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not through
+        the hook's whole retry backoff (a slow or failing API then costs the verdict seconds, not minutes)."""
+        if not only_to_name_the_kind:
+            return await self.hook.list_nodes()
+        try:
+            return await asyncio.wait_for(self.hook.list_nodes(), disruption.NODES_REFINE_WITHIN_SECONDS)
+        except Exception as error:  # the pods' evidence stands; the kind stays as they tell it
+            self.log.info("%s/%s: nodes not read within %.0fs (%s); judged from the pods", self.namespace, self.name,
+                          disruption.NODES_REFINE_WITHIN_SECONDS, describe(error))
+            return []
 
     async def _where_workers_were_scheduled(self) -> list[tuple[str, str]]:
         """From the scheduler's events, when and where this workload's workers were bound (for an

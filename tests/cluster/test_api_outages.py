@@ -109,3 +109,33 @@ def test_a_slice_lost_and_back_during_an_outage_is_not_the_users_bug(pathways_cl
     assert event["classification"]["verdict"] != "USER_ERROR", event["classification"]
     assert any("it ran on" in e for e in event["classification"]["evidence"]), event["classification"]
     PathwaysHook().delete(PATHWAYSJOB, "default", "lost-in-outage")
+
+
+def test_a_disruption_the_pods_prove_is_judged_without_waiting_out_a_failing_node_listing(pathways_cluster):
+    """Maintenance fails a PathwaysJob (``maxRestarts: 0``) while every node listing answers 503:
+    the workers' ``DisruptionTarget`` already proves a disruption, so the verdict comes within the
+    nodes' short budget instead of after the hook's whole retry backoff (seeds 79499 and 80118 of
+    the chaos suite lost 18–20 minutes each so)."""
+    from pathways_airflow.state.disruption import NODES_REFINE_WITHIN_SECONDS
+
+    pathwaysjob(pathways_cluster, "nodes-down")
+    trigger = PathwaysJobTrigger(name="nodes-down", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict(), poll_interval=0.5)
+    failed_at: list[float] = []
+
+    def maintenance_while_nodes_fail() -> None:
+        seen_running(pathways_cluster, "nodes-down")
+        pathways_cluster.inject_fault(r"^/api/v1/nodes$", status=503, count=1_000_000, methods=["GET"], watch=False)
+        pods = pathways_cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": "nodes-down"})
+        node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker")
+        pathways_cluster.maintenance(pathways_cluster.get("v1", "Node", node, namespace=None)["metadata"]["labels"]["cloud.google.com/gke-nodepool"], duration=600, wait=False)
+        wait_for(lambda: (pathways_cluster.get(PATHWAYS_API, "PathwaysJob", "nodes-down") or {}).get("status", {}).get("terminalState"), timeout=60)
+        failed_at.append(time.monotonic())
+
+    try:
+        event = first_event(trigger, timeout=120, during=maintenance_while_nodes_fail)
+    finally:
+        pathways_cluster.clear_faults()
+    assert event["state"]["phase"] == "FAILED" and event["classification"]["verdict"] != "USER_ERROR", event
+    assert any("DisruptionTarget" in e for e in event["classification"]["evidence"]), event["classification"]
+    assert time.monotonic() - failed_at[0] < 4 * NODES_REFINE_WITHIN_SECONDS
+    PathwaysHook().delete(PATHWAYSJOB, "default", "nodes-down")

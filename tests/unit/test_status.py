@@ -838,3 +838,17 @@ def test_a_plain_multislice_jobset_restarted_by_maintenance_waits_for_its_lost_s
     state = workload_state(observation)
     assert (state.phase, state.slices_ready, state.slices_total, state.restarts) == (Phase.RESTARTING, 1, 2, 1)
     assert head_pod(observation)["metadata"]["labels"][ATTEMPT] == "1"
+
+
+@pytest.mark.parametrize(("name", "proven"), [
+    ("failed_disruption_last_seen", True),  # the workers' DisruptionTarget, as last seen
+    ("failed_disruption_jobset_last_seen", True),
+    ("failed_disruption", False),  # its pods are gone: only the nodes can still vouch
+    ("failed_user_code_jobset", False),
+    ("failed_user_code_multislice_last_seen", False),
+])
+def test_a_verdict_waits_for_the_nodes_only_where_the_pods_do_not_prove_a_disruption_already(name, proven):
+    from pathways_airflow.state.disruption import shown_without_nodes
+
+    fields = fixture(name)
+    assert shown_without_nodes(fields["pods"], fields.get("jobs") or (), fields["jobset"]) is proven

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Generator
 from typing import Any, Mapping
 
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -196,6 +197,34 @@ def object_path(resource: Resource, namespace: str | None, name: Any, subresourc
     if namespace is not None and (not isinstance(namespace, str) or namespace in ("", ".", "..") or "/" in namespace):
         raise InvalidWorkloadSpec([SpecProblem("namespace", namespace, "is not a Kubernetes namespace name")])
     return resource.path(namespace, name, subresource)
+
+
+LOG_TAIL_BYTES = 64 * 1024
+"""At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
+can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
+messages and the task log."""
+
+
+def tail_windows(lines: int) -> Generator[int, str, list[str]]:
+    """Which ``tailLines`` to ask for, until the answer holds the end of the log: a generator sent
+    each answer's text, returning the tail (:func:`bounded_tail`).
+
+    The API keeps the *first* ``limitBytes`` of the lines selected, so a window holding a few
+    megabyte lines (a dumped array, an HLO) answers with their beginnings and never reaches the
+    exception after them. An answer as long as the limit was cut: the window is halved until one
+    comes back whole, the largest such (at most ``log2(lines) + 1`` reads, each bounded). When even
+    the last line alone is longer than the limit, its beginning is what there is.
+    """
+    fits, cut, best, asked = 0, lines + 1, "", lines
+    while True:
+        text = yield asked
+        if len(text.encode("utf-8", errors="replace")) < LOG_TAIL_BYTES - 4:  # a split character may re-encode shorter
+            fits, best = asked, text
+        else:
+            cut, best = asked, best if fits else text
+        if cut - fits <= 1:
+            return bounded_tail(best, lines)
+        asked = (fits + cut) // 2
 
 
 def bounded_tail(text: str, lines: int) -> list[str]:

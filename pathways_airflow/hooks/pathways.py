@@ -33,7 +33,8 @@ from pathways_airflow.hooks.api import (
     absent,
     an_object,
     api_error_message,
-    bounded_tail,
+    LOG_TAIL_BYTES,
+    tail_windows,
     call_options,
     describe,
     is_transient,
@@ -55,10 +56,6 @@ if TYPE_CHECKING:
 
 LOG_TAIL_LINES = 30
 """How many log lines a failure quotes: enough for a traceback, few enough to read."""
-LOG_TAIL_BYTES = 64 * 1024
-"""At most this much of a container's log is read for a tail (the API's ``limitBytes``): one line
-can be megabytes (a dumped tensor, a config), and a tail goes into trigger events, exception
-messages and the task log."""
 
 
 @dataclass(frozen=True)
@@ -322,17 +319,17 @@ class PathwaysHook(_ClusterHook):
         """The last ``lines`` lines a container wrote (of its run before the last restart with
         ``previous``), bounded in bytes as well as lines (:func:`bounded_tail`); empty if the log
         cannot be read."""
+        windows = tail_windows(lines)
+        asked = next(windows)
         try:
-            text = self.request(
-                "GET",
-                object_path(POD, namespace, pod, "log"),
-                query=log_query(container, lines, LOG_TAIL_BYTES, previous),
-                raw=True,
-            )
+            while True:
+                path, query = object_path(POD, namespace, pod, "log"), log_query(container, asked, LOG_TAIL_BYTES, previous)
+                asked = windows.send(self.request("GET", path, query=query, raw=True))
+        except StopIteration as done:
+            return done.value
         except Exception as error:
             self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
             return []
-        return bounded_tail(text, lines)
 
 
 # --- the asynchronous hook -----------------------------------------------------------------
@@ -490,19 +487,22 @@ class AsyncPathwaysHook(_ClusterHook):
     async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines of a container's log, or of its previous run when it has restarted."""
         for previous in (False, True):
+            windows = tail_windows(lines)
+            asked = next(windows)
             try:
                 async with self.api_client() as client:
-                    query = log_query(container, lines, LOG_TAIL_BYTES, previous)
-                    response = await self._send(client, "GET", object_path(POD, namespace, pod, "log"), call_options(query, timeout=30))
-                    try:
-                        text = (await response.read()).decode("utf-8", errors="replace")
-                    finally:
-                        response.release()
+                    while True:
+                        query = log_query(container, asked, LOG_TAIL_BYTES, previous)
+                        response = await self._send(client, "GET", object_path(POD, namespace, pod, "log"), call_options(query, timeout=30))
+                        try:
+                            asked = windows.send((await response.read()).decode("utf-8", errors="replace"))
+                        finally:
+                            response.release()
+            except StopIteration as done:
+                if done.value:
+                    return done.value
             except Exception as error:
                 self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
-                continue
-            if text.strip():
-                return bounded_tail(text, lines)
         return []
 
 

@@ -1,5 +1,6 @@
-"""A log tail stays small however long a container's lines are: it goes into trigger events,
-exception messages and the task log."""
+"""A log tail stays small however long a container's lines are (it goes into trigger events,
+exception messages and the task log), and it always holds the end of the log: the exception
+after a few dumped arrays is what a failure message must quote."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def a_pod_that_printed_three_huge_lines(cluster, name: str) -> None:
     log = cluster.logs.log("default", name, "main")
     now = cluster.clock.now()
     cluster.call(lambda: log.lines.extend((now, f"tensor {i}: " + "9" * HUGE) for i in range(3)))
+    traceback = ["Traceback (most recent call last):", '  File "train.py", line 12, in <module>', "ValueError: model_name 'llama9' is unknown"]
+    cluster.call(lambda: log.lines.extend((now, line) for line in traceback))
 
 
 def test_a_tail_of_megabyte_lines_is_bounded_in_bytes_and_per_line(pathways_cluster):
@@ -43,7 +46,17 @@ def test_a_tail_of_megabyte_lines_is_bounded_in_bytes_and_per_line(pathways_clus
     for tail in (lines, asyncio.run(read_async())):
         assert tail and sum(len(line) for line in tail) <= LOG_TAIL_BYTES
         assert all(len(line) <= LOG_LINE_CHARS + 40 for line in tail)
-        # limitBytes keeps the first 64 KiB of the 30-line window: the stand-in's start line, then
-        # the beginning of the first huge line, cut with a note of how much more there was.
-        assert any(line.startswith("tensor 0: 999") and "more characters)" in line for line in tail), tail[:2]
+        # limitBytes keeps the first 64 KiB of a window: the windows shrink until one comes back
+        # whole, so the exception after the three 8 MB lines is in the tail, and they are not.
+        assert tail[-1] == "ValueError: model_name 'llama9' is unknown" and tail[-3].startswith("Traceback"), tail[-3:]
+        assert not any(line.startswith("tensor") for line in tail)
     PathwaysHook().delete(POD, "default", "huge-lines")
+
+
+def test_a_last_line_longer_than_the_limit_is_quoted_from_its_beginning(pathways_cluster):
+    a_pod_that_printed_three_huge_lines(pathways_cluster, "huge-last-line")
+    log = pathways_cluster.logs.log("default", "huge-last-line", "main")
+    pathways_cluster.call(lambda: log.lines.append((pathways_cluster.clock.now(), "RuntimeError: " + "x" * HUGE)))
+    tail = PathwaysHook().read_log_tail("default", "huge-last-line", "main", 30)
+    assert len(tail) == 1 and tail[0].startswith("RuntimeError: xxx") and "more characters)" in tail[0]
+    PathwaysHook().delete(POD, "default", "huge-last-line")

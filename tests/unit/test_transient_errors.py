@@ -45,3 +45,39 @@ def test_dropped_connections_and_timeouts_are_retried(error):
 
 def test_a_bug_in_our_code_is_not_retried():
     assert not is_transient(KeyError("status"))
+
+
+def _kubelet(lines: list[str]):
+    """The log endpoint's selection: the last ``tailLines`` lines, then the first ``limitBytes`` of them."""
+    from pathways_airflow.hooks.api import LOG_TAIL_BYTES
+
+    asked: list[int] = []
+
+    def answer(tail: int) -> str:
+        asked.append(tail)
+        return "".join(f"{line}\n" for line in lines[-tail:]).encode()[:LOG_TAIL_BYTES].decode(errors="replace")
+
+    return answer, asked
+
+
+def _read(lines: list[str], window: int = 30) -> tuple[list[str], list[int]]:
+    from pathways_airflow.hooks.api import tail_windows
+
+    answer, asked = _kubelet(lines)
+    windows = tail_windows(window)
+    tail = next(windows)
+    try:
+        while True:
+            tail = windows.send(answer(tail))
+    except StopIteration as done:
+        return done.value, asked
+
+
+def test_a_log_tail_holds_the_end_of_the_log_however_long_the_lines_before_it():
+    short = [f"completed step: {i}" for i in range(100)]
+    assert _read(short) == (short[-30:], [30])  # one read when the window fits
+    dumped = [*short, *(f"tensor {i}: " + "9" * 3_000_000 for i in range(3)), "Traceback (most recent call last):", "ValueError: bad"]
+    tail, asked = _read(dumped)
+    assert tail == ["Traceback (most recent call last):", "ValueError: bad"] and len(asked) <= 6
+    tail, _ = _read([*short, "RuntimeError: " + "x" * 200_000])
+    assert len(tail) == 1 and tail[0].startswith("RuntimeError: xxx") and tail[0].endswith("more characters)")

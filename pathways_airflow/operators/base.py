@@ -38,6 +38,7 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
     watches, the same state core, the same events, so both paths decide alike.
     """
     from pathways_airflow.hooks.pathways import AsyncPathwaysHook
+    from pathways_airflow.triggers.deletion import deletes_done
 
     async def first() -> dict[str, Any]:
         events = trigger.run()
@@ -45,6 +46,7 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
             return dict((await events.__anext__()).payload)
         finally:
             await events.aclose()
+            await deletes_done()  # a delete the wait started outlives the wait, not this loop
             await AsyncPathwaysHook.close_all()
 
     return asyncio.run(first())

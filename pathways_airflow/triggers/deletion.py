@@ -6,8 +6,9 @@ a short outage — a DELETE can take longer than that, and a delete cancelled wi
 leaves the TPU workload running with nothing left to stop it. So the delete runs as a task of
 its own on the triggerer's event loop, which outlives the trigger: ``on_kill`` waits for it as
 long as it may, and if the time runs out the delete carries on, retrying until the workload is
-gone or :data:`GIVE_UP_AFTER_SECONDS` have passed. A triggerer that is itself killed stops it
-too: the janitor, JobSet's ``ttlSecondsAfterFinished`` and Kueue's maximum execution time are the
+gone or :data:`GIVE_UP_AFTER_SECONDS` have passed. A worker's own loop waits for it before it
+ends (:func:`deletes_done`). A triggerer that is itself stopped stops it too, and the log says
+so: the janitor, JobSet's ``ttlSecondsAfterFinished`` and Kueue's maximum execution time are the
 backstops for that.
 
 An accepted DELETE is not the end either: a busy garbage collector can leave the pods on their
@@ -57,7 +58,12 @@ async def delete_until_gone(
             accepted_at = accepted_at or time.monotonic()
             if resource in WORKLOAD_KINDS:
                 await until_pods_stop(hook, namespace, name, accepted_at, deadline)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the loop is ending under it (a triggerer shutting down): say so
+            log.error(
+                "the delete of %s %s/%s (%s) was stopped before it was done: it may still hold its TPUs. The janitor "
+                "deletes it once its task is over, or delete it by hand (kubectl -n %s delete %s %s)",
+                resource.kind, namespace, name, why, namespace, resource.plural, name,
+            )
             raise
         except Exception as error:
             failures += 1
@@ -111,6 +117,16 @@ async def delete_outliving_the_caller(
             resource.kind, namespace, name, GIVE_UP_AFTER_SECONDS / 60,
         )
         return False
+
+
+async def deletes_done() -> None:
+    """Until every delete running on this loop has finished: a loop of a worker's own (a task
+    that does not defer, ``dag.test``, ``airflow tasks test``) must not end under one."""
+    loop = asyncio.get_running_loop()
+    running = [task for task in _running.values() if not task.done() and task.get_loop() is loop]
+    if running:
+        log.info("waiting for %d delete(s) to finish before this wait's event loop ends", len(running))
+        await asyncio.gather(*running, return_exceptions=True)
 
 
 def deletes_in_progress() -> int:

@@ -130,3 +130,33 @@ def test_a_task_killed_during_api_trouble_still_has_its_workload_deleted(pathway
 
     asyncio.run(triggerer())
     wait_for(lambda: hook.get(JOBSET, "default", name) is None)
+
+
+def test_a_delete_outlives_the_wait_that_started_it_but_not_silently_its_loop(pathways_cluster, caplog):
+    """A worker's own loop (a task that does not defer, ``dag.test``) waits for a running delete
+    before it ends; a loop that ends under one (a triggerer shutting down) says what is left."""
+    from pathways_airflow.triggers.deletion import delete_in_background, deletes_done
+
+    target = ClusterTarget()
+    for name, waits in (("slow-delete-waited", True), ("slow-delete-dropped", False)):
+        submit_training(name, steps=400)
+        pathways_cluster.inject_fault(rf"/jobsets/{name}$", status=503, count=1, methods=["DELETE"])  # the first DELETE fails: a retry in 5 s
+
+        async def delete() -> None:
+            delete_in_background(target, JOBSET, "default", name, "the task was killed")
+            await asyncio.sleep(0.5)
+            if waits:
+                await deletes_done()
+            await AsyncPathwaysHook.close_all()
+
+        with caplog.at_level("INFO", logger="pathways_airflow.triggers.deletion"):
+            asyncio.run(delete())
+        if waits:
+            wait_for(lambda: pathways_cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name) is None, timeout=30)
+        else:
+            assert pathways_cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name) is not None
+            assert f"the delete of JobSet default/{name} (the task was killed) was stopped before it was done" in caplog.text
+            assert f"kubectl -n default delete jobsets {name}" in caplog.text
+            from pathways_airflow.hooks.pathways import PathwaysHook
+
+            PathwaysHook().delete(JOBSET, "default", name)

@@ -127,4 +127,5 @@ def test_the_summary_reports_p99_and_failing_seeds():
     data = summary(results)
     assert data["scenarios_run"] == 2 and data["failing_seeds"] == [2] and data["violations"] == 1
     assert data["extra_time_lost_per_disruption_simulated_seconds"]["p99"] == 20.0  # evictions are not disruptions
+    assert data["extra_time_lost_by_kind_simulated_seconds"]["maintenance"] == {"n": 1, "p50": 10.0, "p99": 10.0, "max": 10.0}
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([], 99) is None

@@ -186,7 +186,7 @@ class Scenario:
             expected=self.plan.expected,
             outcome="stuck" if self.stuck else outcome,
             final_step=self.plan.steps - 1,
-            max_disruptions=self.plan.max_disruptions,
+            max_disruptions=self.plan.max_disruptions + (self.plan.max_restarts if self.plan.backend == "pathwaysjob" else 0),
             result=result if isinstance(result, dict) else None,
             live_samples=tuple(self.live_samples),
             running_samples=tuple(self.running_samples),

@@ -52,7 +52,10 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
         "extra_time_lost_per_disruption_real_seconds_p99": (
             round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None
         ),
-        "extra_time_lost_by_kind_p99": {kind: percentile(values, 99) for kind, values in sorted(by_kind.items())},
+        "extra_time_lost_by_kind_simulated_seconds": {
+            kind: {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values)}
+            for kind, values in sorted(by_kind.items())
+        },
         "operator_seconds_lost_p99": percentile([s for r in results for s in r["operator_seconds_lost"]], 99),
         "wall_seconds": {
             "total": round(sum(r["wall_seconds"] for r in results), 1),

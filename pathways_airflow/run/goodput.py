@@ -55,6 +55,8 @@ class Goodput:
 
     @property
     def lost(self) -> float:
+        """The time lost to disruptions — the one definition, shown alike in the task log, the
+        result's ``disruption_summary`` and ``goodput``, and the Pathways view."""
         return self.detection + self.restart + self.recomputed
 
     @property

@@ -121,8 +121,11 @@ def still_waiting_line(state: WorkloadState, waiting_since: float, last_said: fl
     return f"still {_brief(state)} after {(now - waiting_since) / 60:.0f} min: {state.message or 'no reason given'}"
 
 
-def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
-    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 20 s lost``."""
+def summarize(disruptions: Sequence[Mapping[str, Any]], lost: float | None = None) -> str:
+    """``3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 20 s lost``.
+
+    ``lost``: the time lost to them, as goodput counts it (:attr:`~pathways_airflow.run.goodput.Goodput.lost`,
+    the one definition: detection, restart and recomputed steps); left out where it is not known yet."""
     if not disruptions:
         return "no disruptions"
     counts: dict[str, int] = {}
@@ -131,9 +134,8 @@ def summarize(disruptions: Sequence[Mapping[str, Any]]) -> str:
         counts[kind] = counts.get(kind, 0) + 1
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     steps = sum(int(item.get("steps_recomputed") or 0) for item in disruptions)
-    lost = sum(float(item.get("seconds_lost") or 0) for item in disruptions)
     noun = "disruption" if len(disruptions) == 1 else "disruptions"
-    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed, {duration(lost)} lost"
+    return f"{len(disruptions)} {noun} ({kinds}): {steps} steps recomputed" + ("" if lost is None else f", {duration(lost)} lost")
 
 
 # --- a serving engine's start-up or benchmark that failed ------------------------------------------

@@ -59,7 +59,7 @@ def workload_result(
         "restarts": state.restarts,
         "wall_time_seconds": round(now - record.started, 1),
         "disruptions": disruptions,
-        "disruption_summary": summarize(disruptions),
+        "disruption_summary": summarize(disruptions, goodput.lost),
         "timeline": timeline_of(record.runs, record.disruptions),
         "goodput": goodput.to_dict(),
         "goodput_summary": goodput.summary(),

@@ -230,8 +230,8 @@ def _headline(kind: str, workload: str | None, d: Mapping[str, Any], resubmitted
     head = f"{kind} on {workload} ({reached_text})" if workload else f"{kind} ({reached_text})"
     again = f"resubmitted as {next_workload}" if next_workload else "resubmitted"
     again += f", resuming from step {resumed}" if resumed is not None else " with no checkpoint to resume from"
-    recomputed, lost = _step(d.get("steps_recomputed")), _number(d.get("seconds_lost"))
-    cost = f"; {recomputed or 0} steps recomputed, {duration(lost or 0.0)} lost" if recomputed is not None or lost else ""
+    recomputed = _step(d.get("steps_recomputed"))
+    cost = f"; {recomputed} steps recomputed" if recomputed is not None else ""  # the time lost is goodput's, shown once
     return f"{head}: {again}{cost}"
 
 

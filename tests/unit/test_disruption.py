@@ -187,7 +187,8 @@ def test_summary_line():
         {"kind": "MAINTENANCE", "steps_recomputed": 40, "seconds_lost": 300},
         {"kind": "PREEMPTION", "steps_recomputed": 40, "seconds_lost": 300},
     ]
-    assert summarize(disruptions) == "3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 00 s lost"
+    assert summarize(disruptions, 1080.0) == "3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed, 18 min 00 s lost"
+    assert summarize(disruptions) == "3 disruptions (2 maintenance, 1 preemption): 140 steps recomputed"  # lost not known yet
     assert summarize([]) == "no disruptions"
 
 

@@ -152,6 +152,9 @@ def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_good
     assert result["checkpoint"] == {"step": 200, "uri": "gs://b/ckpt/200"}
     assert [e["kind"] for e in result["timeline"]].count("disruption") == 1
     assert result["disruption_summary"].startswith("1 disruption (1 maintenance): 20 steps recomputed")
+    # One definition of time lost: the summary says what goodput counts (detection, restart, recomputed).
+    lost = duration(result["goodput"]["lost_seconds"])
+    assert result["disruption_summary"].endswith(f", {lost} lost") and f"lost {lost} to 1 disruption" in result["goodput_summary"]
     assert (result["uid"], result["tpu"]) == ("5f0c", tpu)
     assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), tpu=tpu, now=1195.5)
 

@@ -150,7 +150,7 @@ def summary_lines(
         lines.append(
             f"  {record.get('kind')}: workload {record.get('workload', '?')} stopped at step "
             f"{record.get('reached_step')}, resubmitted resuming from step {record.get('resumed_from_step')} "
-            f"({record.get('steps_recomputed')} steps recomputed, {record.get('seconds_lost')} s lost)"
+            f"({record.get('steps_recomputed')} steps recomputed)"
         )
     lines.append(f"  {train.get('disruption_summary') or 'no record (the training task did not finish)'}")
     if train.get("goodput_summary"):

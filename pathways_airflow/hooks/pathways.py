@@ -328,8 +328,15 @@ class PathwaysHook(_ClusterHook):
         except StopIteration as done:
             return done.value
         except Exception as error:
-            self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
+            log_unread(self.log, error, namespace, pod, container)
             return []
+
+
+def log_unread(log: Any, error: BaseException, namespace: str, pod: str, container: str) -> None:
+    """Say why a log tail could not be read, unless the pod is gone (404): its log went with it,
+    which is no news while a failed workload is being cleaned up."""
+    if status_of(error) != 404:
+        log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
 
 
 # --- the asynchronous hook -----------------------------------------------------------------
@@ -502,7 +509,7 @@ class AsyncPathwaysHook(_ClusterHook):
                 if done.value:
                     return done.value
             except Exception as error:
-                self.log.info("could not read the log of %s/%s (%s): %s", pod, container, namespace, describe(error))
+                log_unread(self.log, error, namespace, pod, container)
         return []
 
 

@@ -60,3 +60,13 @@ def test_a_last_line_longer_than_the_limit_is_quoted_from_its_beginning(pathways
     tail = PathwaysHook().read_log_tail("default", "huge-last-line", "main", 30)
     assert len(tail) == 1 and tail[0].startswith("RuntimeError: xxx") and "more characters)" in tail[0]
     PathwaysHook().delete(POD, "default", "huge-last-line")
+
+
+def test_the_log_of_a_pod_that_is_gone_is_no_news_but_a_refusal_is(pathways_cluster, capfd):
+    """A failed workload's pods are deleted while the task reads their logs: a 404 says nothing
+    (the demo printed it twice as an error), any other failure says why."""
+    assert PathwaysHook().read_log_tail("default", "never-was", "main", 30) == []
+    assert "could not read the log" not in "".join(capfd.readouterr())
+    pathways_cluster.inject_fault(r"/pods/never-was/log", status=403, count=1)
+    assert PathwaysHook().read_log_tail("default", "never-was", "main", 30) == []
+    assert "could not read the log of never-was/main (default)" in "".join(capfd.readouterr())

@@ -182,10 +182,11 @@ def state_of_a_failed_jobset(observation: Observation) -> WorkloadState:
     said = condition_text(condition(jobset, "Failed")) or "terminalState Failed"
     jobset_says = f"JobSet {said}"
     evidence = disruption_evidence(pods_of_current_attempt(observation))
-    if evidence:
+    if evidence:  # "reached max number of restarts" reads as a failure of ours: said only when the JobSet blamed the program
+        blamed = (condition(jobset, "Failed") or {}).get("reason") != "ReachedMaxRestarts"
         return WorkloadState(
             Phase.FAILED,
-            message=f"the infrastructure ended it: {_first_of(evidence)}; {jobset_says}",
+            message=f"the infrastructure ended it: {_first_of(evidence)}" + (f"; {jobset_says}" if blamed else ""),
             cause=FailureCause.DISRUPTION,
             evidence=evidence,
         )

@@ -136,7 +136,10 @@ def test_the_demo_runs_the_chained_pipeline_with_a_maintenance_event(tmp_path, c
     assert "regression check (nightly run 1): no regression" in summary
     assert "benchmark history: 2 runs" in summary
     assert "left in the cluster: nothing" in summary
-    assert (out / "report" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "report" / "nightly-1" / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # One report per run: the pipeline's is not overwritten by the nightly run's.
+    assert (out / "report" / "pipeline" / "report.md").is_file() and (out / "report" / "nightly-1" / "report.md").is_file()
+    assert f"report: {out / 'report' / 'pipeline' / 'report.md'}" in summary
     # The training task's chip time: two v5e 2x4 slices, one maintenance.
     assert re.search(r"training chip time: goodput \d+% of [\d.e-]+ chip-hours \(16 chips held .*lost [\d.]+ s to 1 disruption", summary)
     # One lineage graph from the training checkpoint to the benchmark result and the history.

@@ -56,7 +56,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
             "disruptions": [
                 {"kind": "MAINTENANCE", "workload": "train-abc", "reached_step": 25, "resumed_from_step": 25, "steps_recomputed": 0, "seconds_lost": 5.1}
             ],
-            "disruption_summary": "1 disruption (1 maintenance): 0 steps recomputed, 0 min lost",
+            "disruption_summary": "1 disruption (1 maintenance): 0 steps recomputed, 0.1 s lost",
             "goodput_summary": "goodput 64% of 0.0133 chip-hours (8 chips held 6.0 s): productive 3.8 s, ...",
         },
         "convert": {"items_uri": "gs://b/serving/r-step-59/checkpoints/0/items", "source": {"step": 59}},
@@ -100,7 +100,8 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
     assert "regression check (nightly run 1): no regression (closest to its threshold: median_ttft_ms +4.0%, threshold 20%)" in text
     assert "regression check (nightly run 2): REGRESSION in p99_ttft_ms" in text
     assert "regression check (nightly run 3): did not run" in text
-    assert "plot:   /tmp/r/history.png" in text
+    assert "plot of the history: /tmp/r/history.png" in text
+    assert "regression check (nightly run 1): no regression (closest to its threshold: median_ttft_ms +4.0%, threshold 20%)\n    report: /tmp/r/report.md" in text
     assert "training chip time: goodput 64% of 0.0133 chip-hours" in text
     assert "lineage (OpenLineage events): train → gs://b/runs/r/checkpoints/59 → convert → gs://b/serving/r-step-59/checkpoints/0" in text
     assert text.endswith("left in the cluster: nothing")

@@ -172,13 +172,13 @@ def summary_lines(
                 lines.append(f"  {key:<20} {metrics[key]:10.2f}")
     checks = [("pipeline", results.get("check_regression") or {})]
     checks += [(f"nightly run {n}", check) for n, check in enumerate(nightly, 1)]
-    for label, check in checks:
-        lines.append(f"regression check ({label}): {_verdict(check)}")
+    for label, check in checks:  # each run's own report (a run never overwrites another's)
+        report = f"\n    report: {check['report_uri']}" if check.get("report_uri") else ""
+        lines.append(f"regression check ({label}): {_verdict(check)}{report}")
     last = next((check for _, check in reversed(checks) if check.get("report_uri")), {})
     if last:
         lines.append(f"benchmark history: {last.get('runs_in_history')} runs in {last.get('history_uri')}")
-        lines.append(f"report: {last.get('report_uri')}")
-        lines.append(f"plot:   {last.get('plot_uri')}")
+        lines.append(f"plot of the history: {last.get('plot_uri')}")
     if lineage:
         lines.append("lineage (OpenLineage events): " + " → ".join(lineage))
     lines.append("left in the cluster: " + (", ".join(leftovers) if leftovers else "nothing"))
@@ -266,7 +266,7 @@ def run_demo(args: argparse.Namespace) -> int:
             "steps": args.steps,
             "checkpoint_period": 5,
             "local_step_seconds": "10",
-            "report_dir": str(out / "report"),
+            "report_dir": str(out / "report" / "pipeline"),
         }
         injector = _MaintenanceInjector(cluster, args.maintenance_at, say) if args.maintenance_at else None
         returncode = _run_dag(env, DAG_ID, conf, out / "airflow.log", say, injector, timeout=args.timeout)
@@ -276,7 +276,7 @@ def run_demo(args: argparse.Namespace) -> int:
         nightly: list[dict[str, Any]] = []
         for night in range(1, args.nightly_runs + 1 if succeeded else 1):
             say(f"night {night}: the nightly benchmark of the newest serving checkpoint (from the asset event)")
-            code = _run_dag(env, NIGHTLY_DAG_ID, {"report_dir": str(out / "report")}, out / f"airflow-nightly-{night}.log", say, None, timeout=args.timeout)
+            code = _run_dag(env, NIGHTLY_DAG_ID, {"report_dir": str(out / "report" / f"nightly-{night}")}, out / f"airflow-nightly-{night}.log", say, None, timeout=args.timeout)
             night_results, night_tasks = _dag_run_results(env, NIGHTLY_DAG_ID)
             nightly.append(night_results.get("check_regression") or {})
             succeeded = succeeded and code == 0 and all(s.state == "success" for s in stage_times(night_tasks, NIGHTLY_STAGES))

@@ -41,7 +41,7 @@ from pathways_airflow.operators.manifest import SuppliedServer
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
 from pathways_airflow.run.outcome import job_end_exception
 from pathways_airflow.spec.arguments import (
-    POLL_INTERVAL_SECONDS, TASK_LIMIT, deletion_poll, looks_templated, namespace_problem, poll_interval_problem,
+    POLL_INTERVAL_SECONDS, TASK_LIMIT, deletion_poll, known_problems, looks_templated, namespace_problem, poll_interval_problem,
 )
 from pathways_airflow.spec.benchmark import (
     BenchmarkRun, build_benchmark, job_deadline, render_benchmark_job, result_metrics, result_object_uri,
@@ -176,11 +176,11 @@ class _InferenceServerOperator(SuppliedServer, ClusterOperator):
         if not (only_known and looks_templated(placement)):
             problems.extend(_placement_problems(*placement))
         arguments = {name: getattr(self, name) for name in ("engine", *_SERVER_FIELDS, "startup_timeout")}
-        if not problems and not (only_known and (looks_templated(arguments) or self.manifest is not None and self.understood_later())):
+        if not problems and not (only_known and self.manifest is not None and self.understood_later()):
             try:
                 self.server()
-            except InvalidWorkloadSpec as error:
-                problems.extend(error.problems)
+            except InvalidWorkloadSpec as error:  # at parse time: every problem not about a template, at once
+                problems.extend(known_problems(error.problems, arguments) if only_known else error.problems)
         return [*problems, *filter(None, [poll_interval_problem(self.poll_interval)])]
 
     def understood_later(self) -> bool:
@@ -448,14 +448,13 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         problems = super()._problems(only_known, context)
         if not isinstance(self.deferrable, bool):
             problems.append(SpecProblem("deferrable", self.deferrable, "must be True or False", ("True", "False")))
-        if not (only_known and looks_templated({f: getattr(self, f) for f in _BENCHMARK_FIELDS})) and not (
-            self.manifest is not None and (problems or only_known and self.understood_later())
-        ):
+        if not (self.manifest is not None and (problems or only_known and self.understood_later())):
             try:
                 self.benchmark()
             except InvalidWorkloadSpec as error:
                 known = {(p.field, repr(p.value)) for p in problems}
-                problems.extend(p for p in error.problems if (p.field, repr(p.value)) not in known)
+                found = known_problems(error.problems, {f: getattr(self, f) for f in _BENCHMARK_FIELDS}) if only_known else error.problems
+                problems.extend(p for p in found if (p.field, repr(p.value)) not in known)
         if not (only_known and looks_templated(self.results_uri)):
             problem = results_uri_problem(self.results_uri)
             if problem:

@@ -11,7 +11,7 @@ import datetime as dt
 import math
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from pathways_airflow.checkpoints import is_gcs, split_gcs_uri
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
@@ -29,6 +29,12 @@ def looks_templated(value: Any) -> bool:
         return any(looks_templated(v) for v in value)
     # XComArg and other lazy values resolve at run time.
     return hasattr(value, "resolve") or hasattr(value, "iter_references")
+
+
+def known_problems(problems: Iterable[SpecProblem], values: Mapping[str, Any]) -> list[SpecProblem]:
+    """The problems a DAG's parse can already know, all of them at once: none about a parameter
+    that is still a template (``values`` by parameter name), which only the run will know."""
+    return [p for p in problems if not looks_templated(values.get(p.field.split(".")[0].split("[")[0]))]
 
 
 TASK_LIMIT = "execution_timeout"

@@ -47,7 +47,7 @@ from typing import Any
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import ITEMS_DIR, join
-from pathways_airflow.spec.arguments import rendered_flag
+from pathways_airflow.spec.arguments import looks_templated, rendered_flag
 from pathways_airflow.spec.engine import Engine
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any
 from pathways_airflow.spec.names import TaskIdentity, is_dns_label
@@ -250,7 +250,9 @@ def build_server(
     except InvalidWorkloadSpec as error:
         problems.extend(error.problems)
     items = None
-    if checkpoint is not None:
+    if looks_templated(checkpoint):  # known at run time (an upstream task's XCom); that there is one is known now
+        items = str(checkpoint)
+    elif checkpoint is not None:
         try:
             items = checkpoint_items_uri(checkpoint)
         except InvalidWorkloadSpec as error:

@@ -402,3 +402,17 @@ def test_a_rendered_pathways_flag_and_a_users_engine_timeout_are_read_as_written
     template = lws_of("ct6e-standard-4t", "4x4", env={"VLLM_ENGINE_READY_TIMEOUT_S": "7200"})["spec"]["leaderWorkerTemplate"]
     env = containers(template["leaderTemplate"])["vllm"]["env"]
     assert [e["value"] for e in env if e["name"] == "VLLM_ENGINE_READY_TIMEOUT_S"] == ["7200"]
+
+
+def test_a_serving_dag_whose_checkpoint_comes_from_an_xcom_hears_every_problem_at_parse_time():
+    """A DAG written before vLLM became the default engine: its checkpoint is the conversion's XCom.
+    That there will be a (MaxText) checkpoint is known when the DAG is parsed, so the image it
+    needs is said then too, beside hf_model, not in a second round at run time."""
+    with pytest.raises(InvalidWorkloadSpec) as error:
+        InferenceBenchmarkOperator(
+            task_id="bench", checkpoint="{{ ti.xcom_pull(task_ids='convert') }}", model_name="llama2-7b", tpu="v6e",
+            topology="{{ params.topology }}", pathways_dir="gs://my-bucket/pathways", num_prompts=1, request_rate=1,
+            max_output_length=1, results_uri="gs://my-bucket/results/",
+        )
+    assert set(error.value.fields) == {"hf_model", "image"}  # nothing about the templates: the run renders them
+    assert "MaxText's vLLM adapter" in str(error.value)

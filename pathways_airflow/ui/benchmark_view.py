@@ -86,6 +86,8 @@ class BenchmarkView:
     panels: tuple[MetricPanel, ...] = ()
     verdict: str | None = None
     current_run_id: str | None = None
+    current_label: str = "newest run"
+    """What the ringed run is: the newest of the history, or this DAG's gated run with newer runs after it."""
     window: int = DEFAULT_WINDOW
     history_uri: str | None = None
     report_uri: str | None = None
@@ -197,6 +199,7 @@ def benchmark_view(
         for p, (_, run) in enumerate(positions)
     )
     said = verdict(Comparison(current_id, gate_rows, window, min_runs)) if judged_here else None
+    newer = len(positions) - 1 - next(p for p, (_, run) in enumerate(positions) if run.run_id == current_id)
     return BenchmarkView(
         has_history=True,
         message=f"{len(positions)} run{'s' if len(positions) != 1 else ''} of {shown}",
@@ -207,6 +210,7 @@ def benchmark_view(
         panels=panels,
         verdict=said,
         current_run_id=current_id,
+        current_label="newest run" if not newer else f"this DAG's gated run ({newer} newer in the history)",
         window=window,
         history_uri=uri,
         report_uri=report,

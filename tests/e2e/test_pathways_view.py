@@ -151,6 +151,7 @@ def test_the_dag_view_draws_every_run_of_the_history_and_marks_the_regression(pa
     assert seen["regressed"] == [runs["nightly_run"]]
     assert seen["bands"] == 5  # every metric had a baseline tonight
     assert "REGRESSION in" in seen["verdict"] and "median_ttft_ms" in seen["verdict"]
+    assert seen["verdict"].startswith(f"Newest run ({runs['nightly_run']}): ")  # tonight's run is the history's newest
 
 
 def test_a_user_who_cannot_read_the_dag_and_an_anonymous_request_get_no_data(server, runs):

@@ -253,3 +253,17 @@ def test_the_view_labels_and_ticks_its_axis_as_the_report_plot_does():
     view = benchmark_view(History(tuple(runs)), None)
     assert [r.label for r in view.runs] == ["11-23 00:00", "11-23 01:00", "11-23 02:00"]
     assert view.ticks == (0, 1, 2) and MAX_TICKS == 8
+
+
+def test_a_dags_own_gated_run_with_newer_runs_after_it_is_not_called_the_newest():
+    """The pipeline DAG's history tab: its gate judged the first night of a history the nightly DAG
+    has added to since; the ringed run is that one, named for what it is."""
+    history, _ = nightly(History(), 20)
+    first_run = history.runs[0].run_id
+    _, first = nightly(History(), 20)
+    for day in (21, 22):
+        history, _ = nightly(history, day)
+    view = benchmark_view(history, first, latest_run_id=first_run)
+    assert view.current_run_id == first_run and view.current_label == "this DAG's gated run (2 newer in the history)"
+    history, latest = four_nights()
+    assert benchmark_view(history, latest, latest_run_id=latest["run_id"]).current_label == "newest run"

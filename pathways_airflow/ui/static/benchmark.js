@@ -57,7 +57,7 @@
     return el("ul", { class: "legend" }, [
       el("li", {}, [el("span", { class: "swatch dot" }), "runs of " + view.engine]),
       el("li", {}, [el("span", { class: "swatch dot regressed" }), "flagged as regressed"]),
-      el("li", {}, [el("span", { class: "swatch ring" }), "newest run"]),
+      el("li", {}, [el("span", { class: "swatch ring" }), view.current_label]),
       el("li", {}, [el("span", { class: "swatch baseline" }), "baseline it was compared with"]),
       el("li", {}, [el("span", { class: "swatch band" }), "threshold band (worse side)"])
     ]);
@@ -99,7 +99,7 @@
       el("header", {}, [
         el("h1", {}, ["Benchmark history · engine ", el("code", { id: "engine" }, [view.engine])]),
         el("p", { class: "meta" }, [view.message + " · " + view.regressed_runs + " flagged as regressed · baseline: median of up to " + view.window + " earlier unflagged runs of " + view.engine]),
-        view.verdict ? el("p", { class: verdictClass }, ["Newest run (" + view.current_run_id + "): " + view.verdict]) : null,
+        view.verdict ? el("p", { class: verdictClass }, [view.current_label.charAt(0).toUpperCase() + view.current_label.slice(1) + " (" + view.current_run_id + "): " + view.verdict]) : null,
         view.history_uri ? el("p", { class: "muted" }, ["history ", el("code", {}, [view.history_uri]), " · from ", el("code", {}, [body.task_id])]) : null,
         engines(view, query)
       ]),

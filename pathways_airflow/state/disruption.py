@@ -204,8 +204,9 @@ def classify(
     for sign in lost_workers(current_jobs, current, worker_job_name(jobset)):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
-    if recorded is not None and recorded.verdict.is_disruption:
-        evidence.extend(recorded.evidence)
+    if recorded is not None and recorded.verdict.is_disruption:  # what is still seen is not said twice
+        seen_now = set(evidence)
+        evidence.extend(e for e in recorded.evidence if e.split(": ", 1)[-1] not in seen_now)
         verdicts.append(recorded.verdict)
     if verdicts:
         for preferred in (Verdict.MAINTENANCE, Verdict.PREEMPTION, Verdict.SLICE_FAILURE, Verdict.UNKNOWN_INFRA):

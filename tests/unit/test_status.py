@@ -853,3 +853,16 @@ def test_a_verdict_waits_for_the_nodes_only_where_the_pods_do_not_prove_a_disrup
 
     fields = fixture(name)
     assert shown_without_nodes(fields["pods"], fields.get("jobs") or (), fields["jobset"]) is proven
+
+
+def test_evidence_still_seen_is_not_repeated_as_seen_while_it_ran():
+    from pathways_airflow.state.disruption import Classification, Verdict, classify
+
+    fields = fixture("failed_disruption_last_seen")
+    live = classify(pods=fields["pods"], nodes=[], jobset=fields["jobset"])
+    pod_line = next(e for e in live.evidence if e.startswith("pod "))
+    recorded = Classification(Verdict.MAINTENANCE, (f"seen while it ran: {pod_line}", "seen while it ran: node n-1: maintenance"))
+    both = classify(pods=fields["pods"], nodes=[], jobset=fields["jobset"], recorded=recorded)
+    assert both.verdict is Verdict.MAINTENANCE
+    assert f"seen while it ran: {pod_line}" not in both.evidence and both.evidence.count(pod_line) == 1
+    assert "seen while it ran: node n-1: maintenance" in both.evidence  # what is no longer seen stays

@@ -27,6 +27,7 @@ from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.state.slices import slice_readiness
 from pathways_airflow.run import messages, outcome, rounds
+from pathways_airflow.run.annotations import phases_written
 from pathways_airflow.run.records import Submission, WorkloadEvent
 from pathways_airflow.run.result import NO_CHECKPOINT_DIR, uid_of, workload_result
 from pathways_airflow.run.submission import needs_nodes, plan_submission
@@ -367,7 +368,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
             verb = "submitted" if adoption.created else "adopted the existing"
             self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))
         if plan.reuse is not None:
-            self._remember(context, record)
+            self._remember(context, record := record.found_finished(phases_written(plan.reuse)))
             return self._complete(context, record, WorkloadState(Phase.SUCCEEDED, "succeeded in an earlier try"))
         return self._wait(context, record)
 

@@ -11,7 +11,10 @@ why are usually gone. So the triggers write what they saw onto the workload, in 
   before the workload fails;
 * :data:`RESTARTS_ANNOTATION`, the JobSet's in-place restarts seen (cause, step reached), written
   at every restart, so a re-created trigger (a triggerer restart, a hand-over) accounts for the
-  ones it did not see; one made between two looks is recorded too.
+  ones it did not see; one made between two looks is recorded too;
+* :data:`PHASES_ANNOTATION`, the phases the waits saw and when, written at each new phase, so a
+  re-created trigger and a retry that re-attaches or reuses the workload count its chip time and
+  goodput from its submission, not from the moment they arrived.
 
 :func:`verdict_after_the_fact` reads them, then what the cluster still shows, in one order.
 "No evidence" never reads as "the user's bug", and never as "resubmit" when the workload's own
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from pathways_airflow.run.records import Disruption
+from pathways_airflow.run.records import Disruption, PhaseSeen
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.ran_on import went_down_under_it
@@ -48,6 +51,9 @@ RESTARTS_ANNOTATION = f"{LABEL_PREFIX}/restarts"
 """A JSON list of the restarts seen (``Disruption.to_dict``), the newest :data:`MAX_KEPT`."""
 MAX_KEPT = 20
 RESTART_EVIDENCE_CHARS = 200
+
+PHASES_ANNOTATION = f"{LABEL_PREFIX}/phases"
+"""A JSON list of the phases seen (``PhaseSeen.to_dict``; times on the waits' clock, as goodput's)."""
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
@@ -155,3 +161,18 @@ def restarts_written(workload: Mapping[str, Any] | None) -> list[Disruption]:
     except ValueError:
         return []
     return [Disruption.from_dict(d) for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+
+def phases_annotation(phases: Sequence[PhaseSeen]) -> dict[str, str]:
+    """The annotation holding the phases a wait saw."""
+    return {PHASES_ANNOTATION: json.dumps([p.to_dict() for p in phases], separators=(",", ":"))}
+
+
+def phases_written(workload: Mapping[str, Any] | None) -> tuple[PhaseSeen, ...]:
+    """The phases earlier waits wrote on the workload (none when absent or unreadable)."""
+    text = (((workload or {}).get("metadata") or {}).get("annotations") or {}).get(PHASES_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return ()
+    return tuple(PhaseSeen.from_dict(d) for d in data if isinstance(d, dict)) if isinstance(data, list) else ()

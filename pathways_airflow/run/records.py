@@ -167,14 +167,21 @@ class Submission:
         return replace(self, name=name, attempt=self.attempt + 1, submitted=submitted)
 
     def ended(self, phases: tuple[PhaseSeen, ...], at: float) -> Submission:
-        """The current workload ended (the task learned it ``at``), having passed through ``phases``."""
+        """The current workload ended (the task learned it ``at``), having passed through ``phases``:
+        also phases seen before this try re-attached to it (written on the workload), from its submission."""
         submitted = self.started if self.submitted is None else self.submitted
-        run = WorkloadRun(self.name, submitted, phases, ended=at)
+        run = WorkloadRun(self.name, min(submitted, phases[0].at) if phases else submitted, phases, ended=at)
         return replace(self, runs=(*[r for r in self.runs if r.workload != self.name], run))
 
+    def found_finished(self, phases: tuple[PhaseSeen, ...]) -> Submission:
+        """The current workload had already ended when this try found it (a success a retry reuses):
+        its chip time is what the phases written on it say, up to its end, not up to this try."""
+        end = phases[-1].at if phases else self.started
+        return self.ended(phases, end).deleted(end)
+
     def deleted(self, at: float) -> Submission:
-        """The task deleted the workload that ended last."""
-        if not self.runs:
+        """The task deleted the workload that ended last (a deletion already recorded stands)."""
+        if not self.runs or self.runs[-1].deleted is not None:
             return self
         return replace(self, runs=(*self.runs[:-1], replace(self.runs[-1], deleted=at)))
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from pathways_airflow.run.annotations import disruption_seen_annotation, ended_by_annotation, restarts_annotation, restarts_written
+from pathways_airflow.run.annotations import (
+    disruption_seen_annotation, ended_by_annotation, phases_annotation, phases_written, restarts_annotation, restarts_written,
+)
 from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import last_completed_step
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen
@@ -139,8 +141,11 @@ def remembered(
     last_step = memory.last_step if reached is None else max(reached, memory.last_step or 0)
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if attempt not in memory.where_recorded else None
+    known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
+    phases = phases_with(known, state, now)
     annotations = {
         **(where or {}),
+        **(phases_annotation(phases) if [p.phase for p in phases] != [p.phase for p in known] else {}),  # at a new phase only
         **(disruption_seen_annotation(attempt, read.disruption) if read.disruption and read.disruption.verdict.is_disruption else {}),
         **(restarts_annotation((*restarts, *new)) if new else {}),
         **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
@@ -150,7 +155,7 @@ def remembered(
     remembers = replace(
         memory,
         state=state,
-        phases=phases_with(memory.phases, state, now),
+        phases=phases,
         restarts=(*restarts, *new),
         failure=dict(zip(("pod", "container", "exit_code", "log_tail"), read.failure)) if read.failure else memory.failure,
         last_step=last_step,

@@ -231,3 +231,19 @@ def test_a_worker_job_the_api_refuses_fails_the_task_at_once_with_the_apis_messa
     assert f'rejected child Job: job "{name}-worker-0" creation failed with error: jobs.batch "{name}-worker-0" is forbidden: exceeded quota: one-job' in str(raised.value)
     hook = PathwaysHook()
     wait_for(lambda: not hook.list(JOBSET, "refused") and not hook.list(JOB, "refused") and not hook.list(POD, "refused"))
+
+
+def test_a_retry_that_re_attaches_reports_the_chip_time_from_the_submission(pathways_cluster):
+    """The first try's wait writes the phases it sees on the workload, then its worker dies; the
+    retry re-attaches and reports goodput and chip-hours from the submission, not from its arrival."""
+    training = dict(image="maxtext", command=["python3", "-m", "MaxText.train", "run_name=reattach-goodput", "steps=300"], env={"PATHWAYS_TESTING_STEP_SECONDS": "2"})
+    with pytest.raises(TaskDeferred) as first:
+        operator("reattach-goodput", **training).execute({"ti": TaskInstance("dag", "reattach-goodput", "run-1")})
+    submitted_at = time.time()
+    with pytest.raises(TimeoutError):
+        first_event(first.value.trigger, timeout=5)  # the first try's wait sees it run, then goes away
+    result = operator("reattach-goodput", deferrable=False, **training).execute({"ti": TaskInstance("dag", "reattach-goodput", "run-1")})
+    finished_at = time.time()
+    assert result["state"] == "SUCCEEDED" and "never admitted" not in result["goodput_summary"], result["goodput_summary"]
+    # Held from admission (right after the submission) to the deletion: all but the 5 s before the retry would be missing.
+    assert result["goodput"]["held_seconds"] >= finished_at - submitted_at - 2.0, result["goodput"]

@@ -164,3 +164,26 @@ def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_good
 )
 def test_durations_read_as_a_person_says_them(seconds, text):
     assert duration(seconds) == text
+
+
+SEEN_BY_THE_FIRST_TRY = (
+    PhaseSeen(1000.0, "QUEUED", 0, 2), PhaseSeen(1005.0, "PROVISIONING", 0, 2),
+    PhaseSeen(1010.0, "RUNNING", 2, 2), PhaseSeen(1200.0, "SUCCEEDED", 0, 2),
+)
+
+
+def test_a_retry_that_re_attached_counts_the_chip_time_from_the_submission():
+    """The first try's wait wrote the phases on the workload; the retry arrived at 1100 and waited for the end."""
+    record = Submission("train-x", "ml", "pathwaysjob", started=1100.0).ended(SEEN_BY_THE_FIRST_TRY, at=1201.0).deleted(1203.0)
+    goodput = goodput_of(record.runs, (), chips=16, now=1203.0)
+    assert (goodput.provisioning, goodput.productive, goodput.cleanup) == (5.0, 190.0, 3.0)
+    assert goodput.held == 198.0 and goodput.goodput == pytest.approx(190 / 198)
+
+
+def test_a_success_a_retry_reuses_counts_its_own_time_not_the_retrys():
+    """Found an hour after it finished: its slices were free since, and the chip time ends there."""
+    record = Submission("train-x", "ml", "pathwaysjob", started=4800.0).found_finished(SEEN_BY_THE_FIRST_TRY)
+    record = record.deleted(4801.0)  # the task's own delete does not move the end it already has
+    goodput = goodput_of(record.runs, (), chips=16, now=4801.0)
+    assert (goodput.provisioning, goodput.productive, goodput.cleanup) == (5.0, 190.0, 0.0)
+    assert goodput.chip_hours == pytest.approx(16 * 195 / 3600)

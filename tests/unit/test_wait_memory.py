@@ -17,9 +17,11 @@ import pytest
 
 from pathways_airflow.run.annotations import (
     DISRUPTION_SEEN_ANNOTATION,
+    PHASES_ANNOTATION,
     RESTARTS_ANNOTATION,
     disruption_seen,
     ended_by_annotation,
+    phases_written,
     restarts_written,
 )
 from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen
@@ -39,7 +41,7 @@ from pathways_airflow.run.wait_memory import (
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 from pathways_airflow.state.creation import CHECK_EVERY_SECONDS
 from pathways_airflow.state.disruption import Classification, Verdict
-from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION
 from pathways_airflow.state.status import workload_state
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
@@ -84,6 +86,7 @@ def test_a_first_look_writes_where_the_workers_run_and_a_look_with_nothing_new_w
         "since": "2026-11-22T07:40:46Z",
         "nodes": ["gke-local-tpu-v5e-2x4-0-0", "gke-local-tpu-v5e-2x4-0-1", "gke-local-tpu-v5e-2x4-1-0", "gke-local-tpu-v5e-2x4-1-1"],
     }
+    assert json.loads(notes.pop(PHASES_ANNOTATION)) == [{"at": T0 + 1, "phase": "RUNNING", "slices_ready": 2, "slices_total": 2}]
     assert notes == {}
     assert first.phases == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),) and first.running_since == T0 + 1
     assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({0}))
@@ -111,14 +114,14 @@ def test_a_jobset_restart_is_recorded_once_with_its_cause_and_the_step_its_head_
     )
     seen = Disruption(T0 + 10, "MAINTENANCE", MAINTENANCE.evidence, 40, JOBSET_RESTART)
     assert restarting.restarts == (seen,) and restarting.last_step == 40
-    assert list(notes) == [RESTARTS_ANNOTATION]
+    assert list(notes) == [PHASES_ANNOTATION, RESTARTS_ANNOTATION]  # RESTARTING is a new phase
     assert restarts_written({"metadata": {"annotations": notes}}) == [seen]
 
     observation, state = look("running_after_restart")
     assert head_log_to_read(restarting, observation, state) is None
     assert len(restarts_known(restarting, observation)) == state.restarts
     running_again, notes = remembered(restarting, observation, state, T0 + 20)
-    assert list(notes) == [RAN_ON_ANNOTATION] and json.loads(notes[RAN_ON_ANNOTATION])["restart"] == 1
+    assert list(notes) == [RAN_ON_ANNOTATION, PHASES_ANNOTATION] and json.loads(notes[RAN_ON_ANNOTATION])["restart"] == 1
     assert running_again.restarts == (seen,) and running_again.last_step == 40
     assert [(p.at, p.phase) for p in running_again.phases] == [(T0 + 10, "RESTARTING"), (T0 + 20, "RUNNING")]
     assert running_again.running_since == T0 + 20
@@ -148,7 +151,7 @@ def test_the_verdict_is_written_in_the_same_write_and_never_on_a_workload_someon
     bug = Classification(Verdict.USER_ERROR, ("pod bug-js-pathways-head-0-0-mvuj7: container main exited 3",), 3, "main", failed[0])
     read = Readings(failure=(*failed, ["Traceback (most recent call last):", "ValueError: bad config"]), verdict=bug)
     memory, notes = remembered(start, observation, state, T0 + 1, read)
-    assert notes == ended_by_annotation("USER_ERROR", bug.evidence)
+    assert {k: v for k, v in notes.items() if k != PHASES_ANNOTATION} == ended_by_annotation("USER_ERROR", bug.evidence)
     assert memory.failure == {
         "pod": "bug-js-pathways-head-0-0-mvuj7", "container": "main", "exit_code": 3,
         "log_tail": ["Traceback (most recent call last):", "ValueError: bad config"],
@@ -216,7 +219,7 @@ def test_a_memory_rebuilt_from_the_serialized_trigger_behaves_as_the_one_that_li
         assert head_log_to_read(memory, observation, state) is None and not disruption_to_classify(memory, observation)
     assert line_to_log(rebuilt, state, T0 + 20) == line_to_log(lived, state, T0 + 20)
     (after_lived, wrote), (after_rebuilt, rewrote) = (remembered(m, observation, state, T0 + 20) for m in (lived, rebuilt))
-    assert wrote == rewrote and list(wrote) == [RAN_ON_ANNOTATION]
+    assert wrote == rewrote and list(wrote) == [RAN_ON_ANNOTATION, PHASES_ANNOTATION]  # the rebuilt wait goes on from the phases written
     assert after_rebuilt.restarts == after_lived.restarts and after_rebuilt.running_since == after_lived.running_since
 
 
@@ -230,3 +233,17 @@ def test_a_trigger_serialized_with_recheck_seconds_is_recreated_with_its_poll_in
     assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0}
     assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).serialize() == (path, kwargs)
     assert PathwaysJobTrigger(name="t", namespace="d", backend="jobset", target={}).poll_interval == POLL_INTERVAL_SECONDS["workload"]
+
+
+def test_the_phases_are_written_at_each_new_phase_and_a_re_created_wait_goes_on_from_them():
+    """A triggerer restart or a retry that re-attaches starts with no memory: the phases on the
+    workload let it count the chip time from the submission, not from its own arrival."""
+    observation, state = look("running_two_slices")
+    _, notes = remembered(WaitMemory.starting(None, T0), observation, state, T0 + 1)
+    carried = carrying(observation, notes)
+    assert phases_written(top_of(carried)) == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),)
+    again, notes = remembered(last_seen_running(2), carried, state, T0 + 60)
+    assert again.phases == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),) and PHASES_ANNOTATION not in notes
+    failed = replace(state, phase=Phase.FAILED)
+    later, notes = remembered(again, carried, failed, T0 + 90)
+    assert [p.phase for p in later.phases] == ["RUNNING", "FAILED"] and PHASES_ANNOTATION in notes

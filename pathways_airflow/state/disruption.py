@@ -156,14 +156,15 @@ def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, 
 def classify(
     *,
     pods: Sequence[Mapping[str, Any]],
-    nodes: Iterable[Mapping[str, Any]],
+    nodes: Iterable[Mapping[str, Any]] | None,
     jobs: Sequence[Mapping[str, Any]] = (),
     jobset: Mapping[str, Any] | None = None,
     kueue_workload: Mapping[str, Any] | None = None,
     exit_codes: ExitCodePolicy = ExitCodePolicy(),
     recorded: "Classification | None" = None,
 ) -> Classification:
-    """The verdict on why the workload's current attempt stopped.
+    """The verdict on why the workload's current attempt stopped (``nodes``: the nodes now;
+    ``None`` when they could not be read, which says nothing of them).
 
     ``recorded`` is a disruption a watcher saw during this attempt and wrote on the workload
     (:mod:`pathways_airflow.run.annotations`): its pods may be gone since, and it outranks the
@@ -175,7 +176,7 @@ def classify(
             if found:
                 return Classification(Verdict.QUEUE_EVICTION, (f"Kueue Workload {type_} ({found.get('reason', '')}): {found.get('message', '')}",))
     attempt, current = _current_attempt(pods, jobset)
-    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or ()}
 
     evidence: list[str] = []
     verdicts: list[Verdict] = []
@@ -185,7 +186,7 @@ def classify(
             continue
         evidence.append(sign)
         node_name = (pod.get("spec") or {}).get("nodeName")
-        said = node_disruption(by_name.get(node_name)) if node_name else None
+        said = node_disruption(by_name.get(node_name)) if node_name and nodes is not None else None  # unread nodes are not lost ones
         target = true_condition(pod, "DisruptionTarget") or {}
         if said:
             verdicts.append(said[0])
@@ -228,7 +229,7 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None and not slice_nodes_disrupted(jobset, by_name.values()):
+    if head_job is not None and nodes is not None and not slice_nodes_disrupted(jobset, by_name.values()):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),

@@ -256,16 +256,17 @@ class PathwaysJobTrigger(KillableTrigger):
         jobset = observation.jobset
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
             jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
-        nodes = await self._nodes(disruption.shown_without_nodes(observation.pods, jobs, jobset))
+        proven = disruption.shown_without_nodes(observation.pods, jobs, jobset)
+        nodes = await self._nodes(proven)
         top = wait_memory.top_of(observation)
-        recorded = written.disruption_seen(top, attempt) or ran_on.went_down_under_it(top, attempt, nodes)
-        if recorded is None and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
-            recorded = ran_on.went_down_under_it(None, attempt, nodes, await self._where_workers_were_scheduled())
+        recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
+        if recorded is None and not proven and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
+            recorded = ran_on.went_down_under_it(None, attempt, nodes or [], await self._where_workers_were_scheduled())
         return disruption.classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
         )
 
-    async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]]:
+    async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]] | None:
         """The nodes now. When the pods already prove a disruption they only name its kind: read
         within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not through
         the hook's whole retry backoff (a slow or failing API then costs the verdict seconds, not minutes)."""
@@ -276,7 +277,7 @@ class PathwaysJobTrigger(KillableTrigger):
         except Exception as error:  # the pods' evidence stands; the kind stays as they tell it
             self.log.info("%s/%s: nodes not read within %.0fs (%s); judged from the pods", self.namespace, self.name,
                           disruption.NODES_REFINE_WITHIN_SECONDS, describe(error))
-            return []
+            return None  # not known: not "every node is gone"
 
     async def _where_workers_were_scheduled(self) -> list[tuple[str, str]]:
         """From the scheduler's events, when and where this workload's workers were bound (for an

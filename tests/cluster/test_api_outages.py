@@ -137,5 +137,6 @@ def test_a_disruption_the_pods_prove_is_judged_without_waiting_out_a_failing_nod
         pathways_cluster.clear_faults()
     assert event["state"]["phase"] == "FAILED" and event["classification"]["verdict"] != "USER_ERROR", event
     assert any("DisruptionTarget" in e for e in event["classification"]["evidence"]), event["classification"]
+    assert not any("is gone" in e for e in event["classification"]["evidence"]), event["classification"]  # nodes unread are not nodes lost
     assert time.monotonic() - failed_at[0] < 4 * NODES_REFINE_WITHIN_SECONDS
     PathwaysHook().delete(PATHWAYSJOB, "default", "nodes-down")

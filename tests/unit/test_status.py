@@ -866,3 +866,13 @@ def test_evidence_still_seen_is_not_repeated_as_seen_while_it_ran():
     assert both.verdict is Verdict.MAINTENANCE
     assert f"seen while it ran: {pod_line}" not in both.evidence and both.evidence.count(pod_line) == 1
     assert "seen while it ran: node n-1: maintenance" in both.evidence  # what is no longer seen stays
+
+
+def test_nodes_that_could_not_be_read_are_not_nodes_that_are_gone():
+    from pathways_airflow.state.disruption import Verdict, classify
+
+    fields = fixture("failed_disruption_last_seen")
+    unread = classify(pods=fields["pods"], nodes=None, jobset=fields["jobset"])
+    assert unread.verdict is Verdict.UNKNOWN_INFRA and not any("node is gone" in e for e in unread.evidence)
+    listed_none = classify(pods=fields["pods"], nodes=[], jobset=fields["jobset"])  # listed, and none of them there
+    assert listed_none.verdict is Verdict.SLICE_FAILURE and "node is gone" in listed_none.evidence

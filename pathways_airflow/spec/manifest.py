@@ -534,6 +534,8 @@ def _engine_as_run(engine: Engine, server: Mapping[str, Any], containers: Sequen
     check = probe.get("httpGet") or probe.get("tcpSocket") or {}
     port = check.get("port")
     port = declared.get(port, port) if isinstance(port, str) else port
+    if isinstance(port, str) and not port.isdigit():
+        raise InvalidWorkloadSpec([SpecProblem("manifest", port, f"container {server.get('name')}'s probe port names no containerPort of the leader")])
     own = [p.get("containerPort") for p in server.get("ports") or () if p.get("containerPort")]
     http_port = int(port or (engine.http_port if engine.http_port in ports else (own or ports or [engine.http_port])[0]))
     benchmark_port = engine.benchmark_port if engine.benchmark_port in ports else http_port

@@ -348,3 +348,15 @@ def test_a_pathwaysjobs_restarts_are_the_tasks_to_make_so_a_bug_runs_once():
     assert (manifest["spec"]["maxRestarts"], user.max_restarts) == (0, 10)
     (line,) = [c.line() for c in changes if c.path == "spec.maxRestarts"]
     assert line.startswith("spec.maxRestarts: 10 → 0") and "never after a bug" in line
+
+
+def test_a_probe_on_a_port_name_the_leader_does_not_declare_is_refused():
+    from pathways_airflow.spec.vllm import ENGINE
+
+    document = yaml.safe_load(text("lws-multihost-inference.yaml"))
+    leader = document["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    leader["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}}
+    with pytest.raises(InvalidWorkloadSpec, match="probe port names no containerPort of the leader"):
+        read_server_manifest(document, engine=ENGINE)
+    leader["ports"] = [{"name": "http", "containerPort": 8000}]
+    assert read_server_manifest(document, engine=ENGINE).engine.http_port == 8000

@@ -115,6 +115,12 @@ def test_the_task_instance_view_shows_the_maintenance_its_evidence_and_the_goodp
         goodput: doc.querySelector('#goodput-figure') && doc.querySelector('#goodput-figure').textContent,
         notes: doc.querySelector('.notes') ? doc.querySelector('.notes').innerText : '',
         title: doc.querySelector('h1').innerText,
+        ticks: (() => { const chart = doc.querySelector('svg.timeline'); const box = chart.getBoundingClientRect();
+                        return [...chart.querySelectorAll('text.tick')].map(t => { const r = t.getBoundingClientRect();
+                                return [r.left - box.left, r.right - box.left, box.width]; }); })(),
+        // The axis of a 5-minute run, whose last tick sits at the plot's right edge (its label was cut off there).
+        edge: (() => { const V = frame.contentWindow.PathwaysView;
+                       return V.tickLabels(V.niceTicks(0, 300, 5), t => 112 + t / 300 * 864, t => t === 0 ? '0' : '+' + V.duration(t), 2, 998, 7); })(),
     })"""), "the workload view to draw", timeout=60)
     artifact(tmp_path, page, "pathways-workload-view.png")
 
@@ -123,6 +129,12 @@ def test_the_task_instance_view_shows_the_maintenance_its_evidence_and_the_goodp
     assert "resuming from step" in seen["items"][0]
     assert seen["evidence"] == disruption["evidence"] and seen["evidence"]
     assert result["name"] in seen["title"]
+    # The time axis: every label inside the chart (the last was cut off), none running into the next.
+    assert len(seen["ticks"]) >= 2 and all(0 <= left and right <= width + 0.5 for left, right, width in seen["ticks"]), seen["ticks"]
+    assert all(a[1] <= b[0] for a, b in zip(seen["ticks"], seen["ticks"][1:])), seen["ticks"]
+    edge = seen["edge"]
+    assert edge[-1]["tick"] == 300 and edge[-1]["anchor"] == "end" and edge[-1]["end"] <= 998, edge
+    assert all(2 <= label["start"] and label["end"] <= 998 for label in edge) and all(a["end"] < b["start"] for a, b in zip(edge, edge[1:])), edge
     if "timeline" in result:
         assert seen["markers"] == 1 and len(seen["lanes"]) == 2  # the workload maintenance ended, and its resubmission
     if "goodput" in result:

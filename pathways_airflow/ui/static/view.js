@@ -107,6 +107,25 @@
     return Math.floor(whole / 3600) + " h " + String(Math.floor((whole % 3600) / 60)).padStart(2, "0") + " min";
   }
 
+  /* Tick labels along a horizontal axis that stay inside [left, right]: a label at an edge leans
+     inward, and one that would run into the label before it is left out (its grid line stays).
+     Each is {tick, x, anchor, text, start, end}; widths are estimated at charWidth per character. */
+  function tickLabels(ticks, x, text, left, right, charWidth) {
+    var lastEnd = -Infinity;
+    var out = [];
+    ticks.forEach(function (tick) {
+      var label = text(tick);
+      var half = label.length * charWidth / 2;
+      var at = x(tick);
+      var anchor = at + half > right ? "end" : at - half < left ? "start" : "middle";
+      var start = anchor === "end" ? at - 2 * half : anchor === "start" ? at : at - half;
+      if (start < lastEnd + charWidth) return;
+      lastEnd = start + 2 * half;
+      out.push({ tick: tick, x: at, anchor: anchor, text: label, start: start, end: lastEnd });
+    });
+    return out;
+  }
+
   window.PathwaysView = {
     el: el,
     svg: svg,
@@ -115,6 +134,7 @@
     getJSON: getJSON,
     showStatus: showStatus,
     niceTicks: niceTicks,
+    tickLabels: tickLabels,
     number: number,
     duration: duration
   };

@@ -10,6 +10,7 @@
   var WIDTH = 1000;
   var GUTTER = 112;
   var RIGHT = 24;
+  var TICK_CHAR = 7;  // the width of a tick label's character, in viewBox units (11 px text)
   var AXIS = 26;
   var NAME = 17;
   var LANE = 28;
@@ -72,9 +73,12 @@
     function x(offset) { return GUTTER + (Math.max(0, offset) / span) * plot; }
     function laneY(index) { return AXIS + index * (NAME + LANE + GAP) + NAME; }
     var chart = svg("svg", { class: "timeline", viewBox: "0 0 " + WIDTH + " " + height, role: "img", "aria-label": "the workloads along time" });
-    V.niceTicks(0, span, 6).forEach(function (tick) {
+    var ticks = V.niceTicks(0, span, 5);
+    ticks.forEach(function (tick) {
       chart.appendChild(svg("line", { class: "grid", x1: x(tick), x2: x(tick), y1: AXIS - 6, y2: height - 4 }));
-      chart.appendChild(svg("text", { class: "tick", x: x(tick), y: AXIS - 10, "text-anchor": "middle", text: tick === 0 ? "0" : "+" + V.duration(tick) }));
+    });
+    V.tickLabels(ticks, x, function (tick) { return tick === 0 ? "0" : "+" + V.duration(tick); }, 2, WIDTH - 2, TICK_CHAR).forEach(function (label) {
+      chart.appendChild(svg("text", { class: "tick", x: label.x, y: AXIS - 10, "text-anchor": label.anchor, text: label.text }));
     });
     view.lanes.forEach(function (lane, index) {
       var y = laneY(index);

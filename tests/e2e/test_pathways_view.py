@@ -118,6 +118,11 @@ def test_the_task_instance_view_shows_the_maintenance_its_evidence_and_the_goodp
         ticks: (() => { const chart = doc.querySelector('svg.timeline'); const box = chart.getBoundingClientRect();
                         return [...chart.querySelectorAll('text.tick')].map(t => { const r = t.getBoundingClientRect();
                                 return [r.left - box.left, r.right - box.left, box.width]; }); })(),
+        frame: [frame.getBoundingClientRect().height, doc.documentElement.scrollHeight],
+        reachable: (() => { for (let a = frame.parentElement; a; a = a.parentElement) {
+                              const o = getComputedStyle(a).overflowY;
+                              if ((o === 'auto' || o === 'scroll') && a.scrollHeight > a.clientHeight) return true; }
+                            return document.scrollingElement.scrollHeight > innerHeight; })(),
         // The axis of a 5-minute run, whose last tick sits at the plot's right edge (its label was cut off there).
         edge: (() => { const V = frame.contentWindow.PathwaysView;
                        return V.tickLabels(V.niceTicks(0, 300, 5), t => 112 + t / 300 * 864, t => t === 0 ? '0' : '+' + V.duration(t), 2, 998, 7); })(),
@@ -132,6 +137,9 @@ def test_the_task_instance_view_shows_the_maintenance_its_evidence_and_the_goodp
     # The time axis: every label inside the chart (the last was cut off), none running into the next.
     assert len(seen["ticks"]) >= 2 and all(0 <= left and right <= width + 0.5 for left, right, width in seen["ticks"]), seen["ticks"]
     assert all(a[1] <= b[0] for a, b in zip(seen["ticks"], seen["ticks"][1:])), seen["ticks"]
+    frame_height, content_height = seen["frame"]
+    assert frame_height >= content_height, seen["frame"]  # the tab's frame holds the whole view: no nested scroll
+    assert seen["reachable"]  # and the page around it scrolls to all of it
     edge = seen["edge"]
     assert edge[-1]["tick"] == 300 and edge[-1]["anchor"] == "end" and edge[-1]["end"] <= 998, edge
     assert all(2 <= label["start"] and label["end"] <= 998 for label in edge) and all(a["end"] < b["start"] for a, b in zip(edge, edge[1:])), edge

@@ -112,6 +112,7 @@
       })),
       runsTable(view)
     ].forEach(function (part) { if (part) main.appendChild(part); });
+    V.fitFrame();
     document.body.setAttribute("data-ready", "true");
   }
 

@@ -126,6 +126,16 @@
     return out;
   }
 
+  /* Size the Airflow tab's frame to the view, so the page scrolls once instead of a nested
+     scroll inside a frame that cuts the view off (the frame is the same origin as its page). */
+  function fitFrame() {
+    var frame = window.frameElement;
+    if (!frame) return;
+    var fit = function () { frame.style.height = document.documentElement.scrollHeight + "px"; };
+    fit();
+    window.addEventListener("resize", fit);
+  }
+
   window.PathwaysView = {
     el: el,
     svg: svg,
@@ -135,6 +145,7 @@
     showStatus: showStatus,
     niceTicks: niceTicks,
     tickLabels: tickLabels,
+    fitFrame: fitFrame,
     number: number,
     duration: duration
   };

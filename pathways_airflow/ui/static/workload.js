@@ -172,6 +172,7 @@
       checkpoint(view),
       phases(view)
     ].forEach(function (part) { if (part) main.appendChild(part); });
+    V.fitFrame();
     document.body.setAttribute("data-ready", "true");
   }
 

@@ -30,11 +30,10 @@ from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, Infr
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
+    LOG_TAIL_BYTES,
     absent,
     an_object,
     api_error_message,
-    LOG_TAIL_BYTES,
-    tail_windows,
     call_options,
     describe,
     is_transient,
@@ -44,6 +43,7 @@ from pathways_airflow.hooks.api import (
     retry_after_seconds,
     retry_options,
     status_of,
+    tail_windows,
 )
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.hooks.target import ClusterTarget

@@ -36,6 +36,7 @@ from pathways_airflow.spec.render import (
     JOBSET_API_VERSION,
     PATHWAYSJOB_API_VERSION,
     USER_ERROR_RULE_NAME,
+    replicated_pod_spec,
 )
 from pathways_airflow.spec.tpu import MACHINE_TYPES, TPU_RESOURCE, SliceShape, pod_spec_chips, slice_shape
 from pathways_airflow.spec.serving import LWS_API_VERSION, render_service
@@ -203,7 +204,7 @@ def _read_pathwaysjob(manifest: dict[str, Any], main_container: str | None) -> U
 
 def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWorkload:
     jobs = [j for j in (manifest.get("spec") or {}).get("replicatedJobs") or [] if isinstance(j, Mapping)]
-    tpu_jobs = [j for j in jobs if pod_spec_chips(_pod_spec(j)) > 0]
+    tpu_jobs = [j for j in jobs if pod_spec_chips(replicated_pod_spec(j)) > 0]
     if not tpu_jobs:
         found = ", ".join(str(j.get("name")) for j in jobs) or "none"
         raise InvalidWorkloadSpec([SpecProblem("manifest", f"replicated jobs: {found}", f"no container requests {TPU_RESOURCE}: the JobSet holds no TPU slice")])
@@ -217,7 +218,7 @@ def _read_jobset(manifest: dict[str, Any], main_container: str | None) -> UserWo
         problems.append(SpecProblem("manifest", "spec.failurePolicy", forever))
     coordinator = ((manifest.get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
     main_job = next((j for j in jobs if j.get("name") == (coordinator or HEAD_JOB)), None) or workers  # else every pod runs it
-    candidates = [str(c.get("name")) for c in _pod_spec(main_job).get("containers") or () if not _is_pathways_image(c.get("image"))]
+    candidates = [str(c.get("name")) for c in replicated_pod_spec(main_job).get("containers") or () if not _is_pathways_image(c.get("image"))]
     try:
         name = _one_container(f"replicated job {main_job.get('name')}", candidates, main_container)
     except InvalidWorkloadSpec as error:
@@ -245,7 +246,7 @@ def _job_name_problems(manifest: Mapping[str, Any], jobs: Sequence[Mapping[str, 
 
 
 def _jobset_shape(workers: Mapping[str, Any], problems: list[SpecProblem]) -> SliceShape | None:
-    return _pod_shape(_pod_spec(workers), f"replicated job {workers.get('name')}'s", problems)
+    return _pod_shape(replicated_pod_spec(workers), f"replicated job {workers.get('name')}'s", problems)
 
 
 def _pod_shape(pod: Mapping[str, Any], whose: str, problems: list[SpecProblem]) -> SliceShape | None:
@@ -278,10 +279,6 @@ def _one_container(where: str, candidates: Sequence[Any], wanted: str | None) ->
             "main_container", None, f"{where} has {len(candidates)} containers that could run the program ({', '.join(map(str, candidates)) or 'none'}); name one with main_container=",
         )])
     return str(candidates[0])
-
-
-def _pod_spec(job: Mapping[str, Any]) -> dict[str, Any]:
-    return ((((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
 
 
 def _is_pathways_image(image: Any) -> bool:
@@ -408,14 +405,14 @@ def _restart_pods_never(job: Mapping[str, Any], changes: list[Change]) -> None:
     """A pod failure policy needs ``restartPolicy: Never`` (batch/v1 ``JobSpec.podFailurePolicy``):
     a pod restarted in place would run a bug again, or hold a disrupted slice; the JobSet restarts
     a failed job whole instead."""
-    pod = _pod_spec(job)
+    pod = replicated_pod_spec(job)
     if pod.get("restartPolicy") != "Never":
         changes.append(Change(f"replicatedJobs[{job['name']}].restartPolicy", "Never", "a pod failure policy needs it; the JobSet restarts a failed job whole", pod.get("restartPolicy")))
         pod["restartPolicy"] = "Never"
 
 
 def _pod_spec_of(spec: Mapping[str, Any], job_name: str | None) -> dict[str, Any]:
-    return next((_pod_spec(j) for j in spec.get("replicatedJobs") or () if j.get("name") == job_name), {})
+    return next((replicated_pod_spec(j) for j in spec.get("replicatedJobs") or () if j.get("name") == job_name), {})
 
 
 def _main_container(manifest: dict[str, Any], user: UserWorkload) -> dict[str, Any]:

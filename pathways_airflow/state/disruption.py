@@ -19,8 +19,8 @@ from pathways_airflow.state.conditions import condition, true_condition
 from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
-from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, tpu_node_selector
-from pathways_airflow.state.workload_parts import head_job_name, worker_job_name
+from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
+from pathways_airflow.state.workload_parts import head_job_name, worker_job_name, worker_replicated_job
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
@@ -214,7 +214,8 @@ def classify(
             if preferred in verdicts:
                 return Classification(preferred, tuple(dict.fromkeys(evidence)))
 
-    heads = [p for p in current if _labels(p).get(well_known.REPLICATED_JOB) == head_job_name(jobset)] or current
+    head = head_job_name(jobset)
+    heads = [p for p in current if _labels(p).get(well_known.REPLICATED_JOB) == head] or current
     for pod in heads:
         ended = main_exit(pod)
         if ended is None:
@@ -272,10 +273,7 @@ def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str
             return tpu_node_selector(workload_from_pathwaysjob(workload)[0])
         except (InvalidWorkloadSpec, TypeError, ValueError, AttributeError, KeyError, IndexError):
             return None
-    replicated = ((workload or {}).get("spec") or {}).get("replicatedJobs") or ()
-    worker = next((r for r in replicated if r.get("name") == worker_job_name(workload)), None)
-    pod_spec = ((((worker or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    return pod_spec.get("nodeSelector") or {}
+    return replicated_pod_spec(worker_replicated_job(workload)).get("nodeSelector") or {}
 
 
 def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]]) -> bool:

@@ -19,7 +19,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from pathways_airflow import well_known
-from pathways_airflow.spec.render import HEAD_JOB, WORKER_JOB
+from pathways_airflow.spec.render import HEAD_JOB, WORKER_JOB, replicated_pod_spec
 from pathways_airflow.spec.workload import RESERVED_CONTAINER_NAMES
 from pathways_airflow.state.conditions import condition, is_true
 from pathways_airflow.state.model import Observation
@@ -119,8 +119,7 @@ def _replicated_jobs(jobset: Obj | None) -> list[Mapping[str, Any]]:
 
 def _requests_tpu_slices(replicated: Mapping[str, Any]) -> bool:
     """Whether a replicated job's pods select TPU nodes (the accelerator label JobSets and GKE use)."""
-    pod_spec = (((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    return well_known.ACCELERATOR in (pod_spec.get("nodeSelector") or {})
+    return well_known.ACCELERATOR in (replicated_pod_spec(replicated).get("nodeSelector") or {})
 
 
 def worker_job_name(jobset: Obj | None) -> str:
@@ -138,27 +137,26 @@ def head_job_name(jobset: Obj | None) -> str:
     ``spec.coordinator``'s, else the slices' own job (every pod runs the program)."""
     names = [r.get("name") for r in _replicated_jobs(jobset)]
     coordinator = (((jobset or {}).get("spec") or {}).get("coordinator") or {}).get("replicatedJob")
-    if HEAD_JOB in names or not (coordinator or names) or (not coordinator and WORKER_JOB in names):
+    if HEAD_JOB in names:
         return HEAD_JOB
-    return str(coordinator or worker_job_name(jobset))
-
-
-def _is_head(pod: Obj, jobset: Obj | None, head_job: str, *, any_host: bool = False) -> bool:
-    """A pod of the head's job; where that job is the slices' own, only the coordinator pod, or
-    any of them (``any_host``: where the program's exit is asked, every host runs it)."""
-    if _replicated_job_of(pod) != head_job:
-        return False
-    if any_host or head_job != worker_job_name(jobset):
-        return True
-    coordinator = ((jobset or {}).get("spec") or {}).get("coordinator") or {}
-    labels = labels_of(pod)
-    return (labels.get(well_known.JOB_INDEX, "0"), labels.get(well_known.JOB_COMPLETION_INDEX, "0")) == (
-        str(coordinator.get("jobIndex", 0)), str(coordinator.get("podIndex", 0)))
+    if coordinator:
+        return str(coordinator)
+    if not names or WORKER_JOB in names:  # the Pathways layout, its head not listed
+        return HEAD_JOB
+    return worker_job_name(jobset)
 
 
 def _heads(observation: Observation, pods: Iterable[Obj], *, any_host: bool = False) -> list[Obj]:
-    head_job = head_job_name(observation.jobset)
-    return _newest_first(p for p in pods if _is_head(p, observation.jobset, head_job, any_host=any_host))
+    """The pods of the head's job; where that job is the slices' own, only the coordinator pod, or
+    any of them (``any_host``: where the program's exit is asked, every host runs it)."""
+    jobset = observation.jobset
+    head_job = head_job_name(jobset)
+    heads = [p for p in pods if _replicated_job_of(p) == head_job]
+    if not any_host and head_job == worker_job_name(jobset):
+        coordinator = ((jobset or {}).get("spec") or {}).get("coordinator") or {}
+        where = (str(coordinator.get("jobIndex", 0)), str(coordinator.get("podIndex", 0)))
+        heads = [p for p in heads if (labels_of(p).get(well_known.JOB_INDEX, "0"), labels_of(p).get(well_known.JOB_COMPLETION_INDEX, "0")) == where]
+    return _newest_first(heads)
 
 
 def head_pods(observation: Observation) -> list[Obj]:
@@ -172,20 +170,21 @@ def head_pod(observation: Observation) -> dict[str, Any] | None:
     return dict(found[0]) if found else None
 
 
-def _worker_replicated_job(jobset: Obj | None) -> Mapping[str, Any] | None:
+def worker_replicated_job(jobset: Obj | None) -> Mapping[str, Any] | None:
+    """The slices' replicated job (:func:`worker_job_name`), or ``None``."""
     worker = worker_job_name(jobset)
     return next((r for r in _replicated_jobs(jobset) if r.get("name") == worker), None)
 
 
 def slices_total(jobset: Obj | None) -> int:
     """How many TPU slices the workload asks for: replicas of the slices' replicated job."""
-    worker = _worker_replicated_job(jobset)
+    worker = worker_replicated_job(jobset)
     return as_int(worker.get("replicas"), 1) if worker is not None else 0
 
 
 def pods_per_slice(jobset: Obj | None) -> int:
     """VMs per slice: the worker Job's ``parallelism`` (one pod per VM)."""
-    worker = _worker_replicated_job(jobset) or {}
+    worker = worker_replicated_job(jobset) or {}
     job_spec = (worker.get("template") or {}).get("spec") or {}
     return max(1, as_int(job_spec.get("parallelism"), 1))
 
@@ -217,9 +216,7 @@ def elastic_slices(observation: Observation) -> int:
     for replicated in ((observation.jobset or {}).get("spec") or {}).get("replicatedJobs") or ():
         if replicated.get("name") != HEAD_JOB:
             continue
-        pod_spec = (((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get(
-            "spec"
-        ) or {}
+        pod_spec = replicated_pod_spec(replicated)
         for container in [*(pod_spec.get("initContainers") or ()), *(pod_spec.get("containers") or ())]:
             for arg in container.get("args") or ():
                 match = _ELASTIC_FLAG.match(str(arg))

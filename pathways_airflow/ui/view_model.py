@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pathways_airflow.run.timeline import FINISHED_KINDS
-from pathways_airflow.run.timeline import duration
+from pathways_airflow.run.timeline import FINISHED_KINDS, duration
 
 
 RESULT_KEYS = ("name", "namespace", "backend", "state")

@@ -427,3 +427,10 @@ def test_percentiles_interpolate_like_numpy():
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(3.97)
     assert percentile([7.0], 99) == 7.0
+
+
+def test_a_ray_worker_of_a_multi_host_vllm_server_idles_on_the_vllm_image():
+    """vLLM's multi-node-serving.sh worker joins the leader's Ray cluster; only the leader runs ``vllm serve``."""
+    worker = ["/bin/sh", "-c", "bash /workspace/vllm/examples/ray_serving/multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)\n"]
+    assert program_name(worker, {}, "vllm/vllm-tpu:latest") == "idle"
+    assert program_name(["/bin/sh", "-c", "bash multi-node-serving.sh leader; vllm serve --port 8000 --model=m"], {}, "vllm/vllm-tpu:latest") == "vllm"

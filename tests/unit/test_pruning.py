@@ -511,3 +511,17 @@ def test_the_shared_watches_of_jobsets_pathwaysjobs_and_kueue_workloads_prune() 
     assert prunes["jobsets"] is pruned_jobset and prunes["pathwaysjobs"] is pruned_pathwaysjob
     assert prunes["pods"] is pruned_pod and prunes["jobs"] is pruned_job
     assert prunes["workloads"] is pruned_kueue_workload
+
+
+def test_the_cache_keeps_the_coordinator_that_names_a_plain_multislice_jobsets_head():
+    """A coordinator on job 1 makes that job's pod 0 the head: the pruned JobSet must still say so."""
+    from pathways_airflow.state.model import Observation
+    from pathways_airflow.state.workload_parts import head_pod
+    from pathways_airflow.triggers.pruning import pruned_jobset
+
+    fields = json.loads((FIXTURES / "running_multislice.json").read_text())["observation"]
+    fields["jobset"]["spec"]["coordinator"] = {"replicatedJob": "slice", "jobIndex": 1, "podIndex": 0}
+    whole = Observation(**{**fields, "pods": tuple(fields["pods"])})
+    pruned = Observation(**{**fields, "jobset": pruned_jobset(fields["jobset"]), "pods": tuple(fields["pods"])})
+    assert head_pod(whole)["metadata"]["name"].startswith("spmd-slice-1-0-")
+    assert head_pod(pruned)["metadata"]["name"] == head_pod(whole)["metadata"]["name"]

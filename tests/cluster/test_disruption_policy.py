@@ -190,3 +190,35 @@ def test_a_retry_returns_the_stored_result_and_a_clear_runs_the_task_again(pathw
     rerun, submitted = tried(2, 1 + 2)
     assert len(submitted) == 1 and submitted[0]["metadata"]["annotations"]["pathways-airflow/first-try"] == "2"
     assert rerun["state"] == "SUCCEEDED" and store.get("pathways_workload")["first_try"] == 2, "the new round's result replaces the old"
+
+
+
+def test_the_next_attempt_is_not_kept_in_its_queue_by_the_last_attempts_workload(pathways_cluster):
+    """A queue with room for one attempt's slice and a collector that never comes: the deleted
+    attempt's Workload is finished (its JobSet failed, or is being deleted: ``OwnerNotFound``), so
+    its quota is back when the next attempt arrives, not when the collector reaches the Workload."""
+    import datetime as dt
+
+    from pathways_airflow_testing.kueue_setup import CLUSTER_QUEUE, LOCAL_QUEUE
+
+    task_id = "ride-full-queue"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    flavor, whole = "tpu-v5-lite-podslice-2x4", 24
+    pathways_cluster.set_quota(CLUSTER_QUEUE, flavor, 8)
+    pathways_cluster.slow_garbage_collector(1e6)
+    trigger = when_step(pathways_cluster, identity, 10, lambda pool: pathways_cluster.lose_slice(pool, downtime=600))
+    try:
+        with LiveWorkloads(pathways_cluster, identity) as live:
+            task = training(task_id, steps=24, step_seconds="2", queue_name=LOCAL_QUEUE, termination_grace_period_seconds=1,
+                            execution_timeout=dt.timedelta(seconds=120))  # a next attempt kept queued fails the test here
+            result = task.execute({"ti": TaskInstance("dag", task_id, "run-1", start_date=dt.datetime.now(dt.timezone.utc))})
+        [old] = [w for w in pathways_cluster.list("kueue.x-k8s.io/v1beta2", "Workload", "default")
+                 if w["metadata"]["ownerReferences"][0]["name"] == identity.workload_name(attempt=0)]
+    finally:
+        pathways_cluster.slow_garbage_collector(0)
+        pathways_cluster.set_quota(CLUSTER_QUEUE, flavor, whole)
+    trigger.join(1)
+    assert live.most == 1 and result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name(attempt=1)
+    finished = next(c for c in old["status"]["conditions"] if c["type"] == "Finished")
+    assert finished["status"] == "True" and finished["reason"] in ("Failed", "OwnerNotFound")
+    assert result["goodput"]["queued_seconds"] < 5, "the next attempt was admitted at once"

@@ -447,6 +447,30 @@ def test_a_full_queue_keeps_jobs_pending_until_quota_grows(cluster, custom):
     custom.delete_namespaced_custom_object(*JOBSET, "quota", "jobsets", "waiting")
 
 
+
+def test_a_deleted_jobs_quota_is_back_before_the_collector_reaches_its_workload(cluster, custom):
+    """Kueue finishes the Workload of a job being deleted (``OwnerNotFound``): the next job in a
+    full queue is admitted while a late collector has not yet deleted the Workload."""
+    create_queues(custom, queue_objects("orphan-cq", "quota", 8))
+    first = custom.create_namespaced_custom_object(*JOBSET, "quota", "jobsets", tpu_jobset("first", "orphan-cq"))
+    workload_when(custom, "quota", first, "Admitted")
+    second = custom.create_namespaced_custom_object(*JOBSET, "quota", "jobsets", tpu_jobset("second", "orphan-cq"))
+    workload_when(custom, "quota", second, "QuotaReserved", status="False", reason="Pending")
+    cluster.slow_garbage_collector(1e6)
+    try:
+        custom.delete_namespaced_custom_object(*JOBSET, "quota", "jobsets", "first", body={"propagationPolicy": "Foreground"})
+        workload_when(custom, "quota", second, "Admitted")
+        orphaned = workload_of(custom, "quota", first)
+        assert orphaned is not None, "the collector has not reached it"
+        assert cond(orphaned, "Finished") | {"lastTransitionTime": None} == {
+            "type": "Finished", "status": "True", "reason": "OwnerNotFound",
+            "message": "The workload's owner no longer exists", "lastTransitionTime": None,
+        }
+        assert "kueue.x-k8s.io/resource-in-use" not in (orphaned["metadata"].get("finalizers") or ())
+    finally:
+        cluster.slow_garbage_collector(0)
+    custom.delete_namespaced_custom_object(*JOBSET, "quota", "jobsets", "second")
+
 def test_a_plain_job_gets_a_workload_with_its_priority_and_is_unsuspended_on_admission(
     cluster, custom, api, schema_validator
 ):

@@ -610,13 +610,19 @@ def deactivated_status(status: Mapping[str, Any], now: str) -> dict[str, Any]:
     return evicted_status(result, reason, message, now)
 
 
-def finished_status(status: Mapping[str, Any], succeeded: bool, message: str, now: str) -> dict[str, Any]:
+OWNER_NOT_FOUND = "OwnerNotFound"
+"""The ``Finished`` reason of a Workload whose job is being deleted or gone
+(apis/kueue/v1beta2/workload_types.go, WorkloadFinishedReasonOwnerNotFound)."""
+OWNER_NOT_FOUND_MESSAGE = "The workload's owner no longer exists"
+
+
+def finished_status(status: Mapping[str, Any], succeeded: bool, message: str, now: str, reason: str | None = None) -> dict[str, Any]:
     result = copy_of(dict(status))
     result["conditions"] = set_condition(
         result.get("conditions") or [],
         "Finished",
         "True",
-        "Succeeded" if succeeded else "Failed",
+        reason or ("Succeeded" if succeeded else "Failed"),
         message,
         now,
     )
@@ -990,6 +996,8 @@ class KueueController(Controller):
             meta = job["metadata"]
             self._arrival.setdefault(meta["uid"], next(self._arrivals))
             if meta.get("deletionTimestamp"):
+                if meta["uid"] in by_owner:
+                    by_owner[meta["uid"]] = self._finish_orphaned(by_owner[meta["uid"]])
                 continue
             workload = by_owner.get(meta["uid"])
             if workload is None:
@@ -1031,6 +1039,19 @@ class KueueController(Controller):
         if not job["spec"].get("suspend"):
             self._stop(job, created, "Not admitted by cluster queue")
         return created
+
+    def _finish_orphaned(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """A job being deleted finishes its Workload at once (reason ``OwnerNotFound``), which gives
+        its quota back before the garbage collector reaches the Workload: Kueue's job reconciler
+        finalizes a job with a deletionTimestamp (pkg/controller/jobframework/reconciler.go,
+        ``finalizeWorkloads`` → pkg/workload/workload.go ``FinalizeOrphanedWorkload``; feature gate
+        ``FinishOrphanedWorkloads``, beta and on by default since v0.18)."""
+        if is_finished(workload):
+            return workload
+        done = self.set_status(
+            self.workloads, workload, finished_status(workload.get("status") or {}, False, OWNER_NOT_FOUND_MESSAGE, self.clock.timestamp(), OWNER_NOT_FOUND)
+        )
+        return self._drop_finalizer(done)
 
     def _sync_job(self, job: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
         now = self.clock.timestamp()

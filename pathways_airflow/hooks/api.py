@@ -73,18 +73,21 @@ def _wait(state: RetryCallState) -> float:
     return honoured if honoured is not None else _backoff(state)
 
 
-def retry_options(log: Any) -> dict[str, Any]:
+def retry_options(log: Any, attempts: int = MAX_ATTEMPTS) -> dict[str, Any]:
+    """Tenacity's options for one API call: transient failures retried with backoff, ``attempts``
+    tries in all (1: a read whose answer is only nice to have fails at once instead of waiting)."""
+
     def before_sleep(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         log.warning(
             "Kubernetes API call failed (%s); retry %d/%d in %.1fs",
-            describe(error), state.attempt_number, MAX_ATTEMPTS - 1, state.next_action.sleep if state.next_action else 0,
+            describe(error), state.attempt_number, attempts - 1, state.next_action.sleep if state.next_action else 0,
         )
 
     return {
         "retry": retry_if_exception(is_transient),
         "wait": _wait,
-        "stop": stop_after_attempt(MAX_ATTEMPTS),
+        "stop": stop_after_attempt(attempts),
         "reraise": True,
         "before_sleep": before_sleep,
     }

@@ -31,6 +31,7 @@ from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
     LOG_TAIL_BYTES,
+    MAX_ATTEMPTS,
     absent,
     an_object,
     api_error_message,
@@ -402,8 +403,9 @@ class AsyncPathwaysHook(_ClusterHook):
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        attempts: int = MAX_ATTEMPTS,
     ) -> Any:
-        async for attempt in AsyncRetrying(**retry_options(self.log)):
+        async for attempt in AsyncRetrying(**retry_options(self.log, attempts)):
             with attempt:
                 async with self.api_client() as client:
                     response = await self._send(client, method, path, call_options(query, body, content_type))
@@ -423,18 +425,19 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def list_page(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
-        limit: int | None = None, continue_token: str | None = None,
+        limit: int | None = None, continue_token: str | None = None, attempts: int = MAX_ATTEMPTS,
     ) -> dict[str, Any]:
         """One page of a list: its items, the list's resourceVersion (where a watch starts), and
         ``continue`` while a ``limit``ed list has more."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_token}
-        return await self.request("GET", resource.path(namespace), query=query) or {}
+        return await self.request("GET", resource.path(namespace), query=query, attempts=attempts) or {}
 
     async def list(
-        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None
+        self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
+        attempts: int = MAX_ATTEMPTS,
     ) -> list[dict[str, Any]]:
         """The objects, as :meth:`PathwaysHook.list` returns them."""
-        page = await self.list_page(resource, namespace, label_selector=label_selector, field_selector=field_selector)
+        page = await self.list_page(resource, namespace, label_selector=label_selector, field_selector=field_selector, attempts=attempts)
         return list(page.get("items") or [])
 
     async def annotate(self, resource: Resource, namespace: str | None, name: str, annotations: Mapping[str, str]) -> bool:
@@ -488,8 +491,8 @@ class AsyncPathwaysHook(_ClusterHook):
             finally:
                 response.release()
 
-    async def list_nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return await self.list(NODE, label_selector=label_selector)
+    async def list_nodes(self, label_selector: str | None = None, attempts: int = MAX_ATTEMPTS) -> list[dict[str, Any]]:
+        return await self.list(NODE, label_selector=label_selector, attempts=attempts)
 
     async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines of a container's log, or of its previous run when it has restarted."""

@@ -18,6 +18,9 @@ from pathways_airflow.state.reclaim import Leftovers, left_behind, reclaimed_lin
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 2.0
+FIRST_POLL_SECONDS = 0.1
+"""The first looks come quickly (a healthy collector marks the pods within a second or two of the
+delete, and a resubmission waits on it), then every :data:`POLL_SECONDS`."""
 RECLAIM_WAIT_SECONDS = 600.0
 """The most a worker waits for a deleted workload's pods to be stopping before it goes on: the
 collector's lateness is noticed after the pods' grace period, which training pods that save a
@@ -60,13 +63,14 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
 def wait_reclaimed(hook: PathwaysHook, namespace: str, workload: str, *, timeout: float, until_gone: bool = True) -> Leftovers:
     """Look until the workload's pods are gone (``until_gone``) or at least all stopping, doing the
     collector's work once it is late; at most ``timeout`` seconds. Returns the last look."""
-    start = time.monotonic()
+    start, pause = time.monotonic(), FIRST_POLL_SECONDS
     while True:
         waited = time.monotonic() - start
         leftovers = reclaim(hook, namespace, workload, waited)
         if leftovers.gone or (leftovers.handed_over and not until_gone) or waited >= timeout:
             return leftovers
-        time.sleep(max(0.0, min(POLL_SECONDS, timeout - waited)))
+        time.sleep(max(0.0, min(pause, timeout - waited)))
+        pause = min(POLL_SECONDS, pause * 2)
 
 
 def delete_making_room(hook: PathwaysHook, resource: Resource, namespace: str, workload: str) -> Leftovers:

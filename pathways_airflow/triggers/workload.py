@@ -267,13 +267,13 @@ class PathwaysJobTrigger(KillableTrigger):
         )
 
     async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]] | None:
-        """The nodes now. When the pods already prove a disruption they only name its kind: read
-        within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not through
-        the hook's whole retry backoff (a slow or failing API then costs the verdict seconds, not minutes)."""
+        """The nodes now. When the pods already prove a disruption they only name its kind: one
+        try, within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not the
+        hook's retry backoff (a slow or failing API then costs the verdict a request, not minutes)."""
         if not only_to_name_the_kind:
             return await self.hook.list_nodes()
         try:
-            return await asyncio.wait_for(self.hook.list_nodes(), disruption.NODES_REFINE_WITHIN_SECONDS)
+            return await asyncio.wait_for(self.hook.list_nodes(attempts=1), disruption.NODES_REFINE_WITHIN_SECONDS)
         except Exception as error:  # the pods' evidence stands; the kind stays as they tell it
             self.log.info("%s/%s: nodes not read within %.0fs (%s); judged from the pods", self.namespace, self.name,
                           disruption.NODES_REFINE_WITHIN_SECONDS, describe(error))

@@ -27,6 +27,7 @@ def test_scenario(chaos_cluster, chaos_seed):
             "outcome": record.observations.outcome,
             "violations": found,
             "losses": record.losses,
+            "losses_with_outages": record.losses_with_outages,
             "loss_kinds": record.loss_kinds,
             "operator_seconds_lost": record.operator_seconds_lost,
             "event_kinds": sorted({e.kind for e in scenario.events}

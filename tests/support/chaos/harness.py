@@ -69,6 +69,8 @@ class Record:
     observations: Observations
     wall_seconds: float
     losses: list[float]
+    """Extra simulated seconds each disruption cost, sustained API outages left out."""
+    losses_with_outages: list[float]
     loss_kinds: list[str]
     operator_seconds_lost: list[float]
     fired: list[str]
@@ -90,6 +92,7 @@ class Scenario:
         self.pending: list[Event] = [e for e in plan.events if e.at_step >= 0]
         self.fired: list[str] = []
         self.disruption_times: list[tuple[float, str]] = []  # (virtual time, kind)
+        self.api_down: list[tuple[float, float]] = []  # (virtual start, end) of each sustained outage
         self.live_samples: list[tuple[float, dict[str, list[str]]]] = []
         self.running_samples: list[tuple[float, list[str]]] = []
         self.attempts_seen: dict[str, int] = {}
@@ -176,11 +179,13 @@ class Scenario:
         leftovers = self._settle()
         progress, restored, user_failures = self._read_logs()
         commits = self._commits()
-        losses = extra_time_lost(
-            [(v, s) for v, s in progress], [v for v, _ in self.disruption_times],
+        pace = dict(
             step_seconds=self.plan.step_seconds, save_seconds=self.plan.save_seconds,
             checkpoint_period=self.plan.checkpoint_period, final_step=self.plan.steps - 1,
-        ) if self.disruption_times else []
+        )
+        started_at = [v for v, _ in self.disruption_times]
+        losses = extra_time_lost(progress, started_at, api_down=self.api_down, **pace) if started_at else []
+        with_outages = extra_time_lost(progress, started_at, **pace) if started_at else []
         kinds = [k for _, k in sorted(self.disruption_times)]
         observations = Observations(
             expected=self.plan.expected,
@@ -201,6 +206,7 @@ class Scenario:
             observations=observations,
             wall_seconds=round(wall, 2),
             losses=losses,
+            losses_with_outages=with_outages,
             loss_kinds=kinds[: len(losses)] if len(losses) == len(kinds) else ["disruption"] * len(losses),
             operator_seconds_lost=[float(d.get("seconds_lost") or 0.0) for d in resubmissions(disruptions)],
             fired=list(self.fired),
@@ -399,6 +405,7 @@ class Scenario:
                 cluster.inject_fault(**args)
             elif event.kind == "outage":
                 cluster.inject_fault(".*", status=503, count=1_000_000)
+                self.api_down.append((cluster.clock.now(), cluster.clock.now() + args["seconds"]))
                 back = threading.Timer(args["seconds"] / SPEED, cluster.clear_faults)
                 self._timers.append(back)
                 back.start()

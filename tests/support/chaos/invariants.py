@@ -166,6 +166,7 @@ def extra_time_lost(
     checkpoint_period: int,
     final_step: int,
     until: float | None = None,
+    api_down: Sequence[tuple[float, float]] = (),
 ) -> list[float]:
     """Simulated seconds of training progress each disruption cost, from the step log.
 
@@ -173,8 +174,14 @@ def extra_time_lost(
     order); ``disruptions`` the times each disruption was set off. The progress curve (newest step
     completed so far) is followed from one disruption to the next (or the end): whatever it took
     longer than the undisturbed pace (step time, plus save time after a checkpoint step) is that
-    disruption's loss: detection, rescheduling, start-up and recomputed steps together.
+    disruption's loss: detection, rescheduling, start-up and recomputed steps together. Time in
+    ``api_down`` (``(start, end)`` windows of a sustained API outage) is left out: while the API
+    answers 503 to everything, no one can delete or create a workload.
     """
+
+    def outage_within(start: float, end: float) -> float:
+        return sum(max(0.0, min(end, e) - max(start, s)) for s, e in api_down)
+
     events = sorted(progress)
     starts = sorted(disruptions)
     losses = []
@@ -194,7 +201,7 @@ def extra_time_lost(
                 step_seconds + (save_seconds if (s - 1) % checkpoint_period == 0 or s - 1 == final_step else 0.0)
                 for s in range(best + 1, step + 1)
             )
-            lost += max(0.0, (when - best_time) - expected)
+            lost += max(0.0, (when - best_time) - expected - outage_within(best_time, when))
             best, best_time, moved = step, when, True
         if moved:  # a disruption the training never came back from cost no "extra" time: it ended the task
             losses.append(round(lost, 1))

@@ -31,6 +31,9 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
     for r in results:
         truths[r["expected"]] = truths.get(r["expected"], 0) + 1
     disruption_losses = [loss for kind, values in by_kind.items() if kind != "evict" for loss in values]
+    with_outages = [
+        loss for r in results for kind, loss in zip(r["loss_kinds"], r.get("losses_with_outages") or r["losses"]) if kind != "evict"
+    ]
     return {
         "scenarios_run": len(results),
         "scenarios_with_violations": sum(1 for r in results if r["violations"]),
@@ -48,6 +51,11 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
             "p50": percentile(disruption_losses, 50),
             "p99": percentile(disruption_losses, 99),
             "max": max(disruption_losses) if disruption_losses else None,
+        },
+        "extra_time_lost_per_disruption_with_api_outages_simulated_seconds": {
+            "p50": percentile(with_outages, 50),
+            "p99": percentile(with_outages, 99),
+            "max": max(with_outages) if with_outages else None,
         },
         "extra_time_lost_per_disruption_real_seconds_p99": (
             round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None

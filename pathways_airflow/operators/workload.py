@@ -362,7 +362,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
         record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try, runs=earlier.runs)
         if plan.reuse is None and plan.adopt is None:
-            resume_from = self._newest_checkpoint(context) if plan.attempt > 0 else None
+            resume_from = self._newest_checkpoint(context) if rounds.carries_on(plan.attempt, getattr(context["ti"], "try_number", None), identity.first_try) else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
             adoption = self.hook.create_or_adopt(manifest, identity.key)
             verb = "submitted" if adoption.created else "adopted the existing"

@@ -51,3 +51,15 @@ def record_of_this_round(record: Mapping[str, Any] | None, first_try: int | None
     """The task's stored record when it belongs to the round ``first_try``, else ``None`` (the
     task was cleared since: its result, attempt and disruptions are history)."""
     return None if record is None or _another_round(record.get("first_try"), first_try) else record
+
+
+def carries_on(attempt: int, try_number: Any, first_try: int | None) -> bool:
+    """Whether a new workload carries on from the round's newest committed checkpoint: every
+    disruption attempt after the first, and the first workload of any later try of the round.
+
+    A later try submits attempt 0 when its workload is gone: a worker died between deleting a
+    disrupted workload and submitting the next, where no task state store (Airflow < 3.3) kept the
+    attempt number. Its checkpoints are the round's work, so it resumes from them too.
+    """
+    retrying = isinstance(try_number, int) and first_try is not None and try_number > first_try
+    return attempt > 0 or retrying

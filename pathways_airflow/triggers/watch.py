@@ -290,7 +290,13 @@ class SharedWatch:
             if not token:
                 break
             await asyncio.sleep(0)
-        self.objects = {_key(o): o for o in items}
+        listed = {_key(o): o for o in items}
+        for key in self.objects.keys() - listed.keys():
+            # Deleted while no watch saw it (an outage, a 410): kept in its last known state, as
+            # client-go's informer hands a relist's missing objects on as DeletedFinalStateUnknown
+            # (tools/cache/delta_fifo.go, Replace), so a head pod's exit or a worker's node is not forgotten.
+            self._remember_deleted(self.objects[key])
+        self.objects = listed
         self._related = {}
         for obj in (*self.deleted.values(), *items):
             self._link(obj)

@@ -140,3 +140,45 @@ def test_a_disruption_the_pods_prove_is_judged_without_waiting_out_a_failing_nod
     assert not any("is gone" in e for e in event["classification"]["evidence"]), event["classification"]  # nodes unread are not nodes lost
     assert time.monotonic() - failed_at[0] < NODES_REFINE_WITHIN_SECONDS / 2
     PathwaysHook().delete(PATHWAYSJOB, "default", "nodes-down")
+
+
+def test_a_relist_keeps_what_it_missed_in_its_last_known_state(pathways_cluster):
+    """A pod deleted while its watch could not look (GETs failing, history compacted meanwhile) is
+    missing from the relist: the watch keeps its last state among the deleted, as an informer
+    hands such an object on, so the verdict still knows which node it ran on."""
+    import asyncio
+
+    from pathways_airflow.resources import POD
+    from pathways_airflow.triggers.watch import SharedWatch, by_label
+
+    label = {"pathways-relist": "kept"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "relist-kept", "labels": label},
+           "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "3600"]}]}}
+    pathways_cluster.apply(pod)
+
+    async def scenario() -> dict:
+        watch = SharedWatch(ClusterTarget(), POD, "default", "pathways-relist=kept", index=by_label("pathways-relist"))
+        watch.subscribe(["kept"])
+        await asyncio.wait_for(watch.synced.wait(), 30)
+        relists = watch.relists
+        pathways_cluster.inject_fault(r"/namespaces/default/pods", status=503, count=1_000_000, methods=["GET"])
+        pathways_cluster.drop_watches()
+        await asyncio.to_thread(PathwaysHook().delete, POD, "default", "relist-kept")
+        await asyncio.to_thread(wait_for, lambda: pathways_cluster.get("v1", "Pod", "relist-kept") is None, what="the pod gone")
+        await asyncio.to_thread(pathways_cluster.compact)
+        pathways_cluster.clear_faults()
+        for _ in range(300):
+            if watch.relists > relists:
+                break
+            await asyncio.sleep(0.1)
+        kept = watch.related_deleted("kept")
+        watch._task.cancel()
+        await watch.hook.close_all()
+        assert watch.relists > relists, "the watch listed again"
+        assert watch.get("relist-kept", "default") is None
+        return kept[0] if kept else {}
+
+    kept = asyncio.run(scenario())
+    assert kept, "the relist forgot the pod it missed"
+    assert kept["metadata"]["name"] == "relist-kept" and kept["metadata"]["deletionTimestamp"], kept
+    assert kept["spec"]["containers"][0]["name"] == "main"

@@ -139,10 +139,13 @@ def test_the_result_checkpoint_is_read_with_the_tasks_own_google_connection(path
     assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 11  # MaxText saves the last step too
 
 
-def test_a_worker_dying_between_delete_and_create_leaves_the_retry_what_it_needs(pathways_cluster):
-    task_id = "crash-in-between"
+@pytest.mark.parametrize("store", [StateStore(), None], ids=["airflow-3.3-state-store", "no-state-store"])
+def test_a_worker_dying_between_delete_and_create_leaves_the_retry_what_it_needs(pathways_cluster, store):
+    """With Airflow 3.3's task state store the retry submits the next attempt with the disruption;
+    without one (3.1, 3.2) the attempt number and the disruption are gone with the workload, but the
+    retry still resumes from the newest committed step."""
+    task_id = "crash-in-between" if store is not None else "crash-no-store"
     identity = TaskIdentity("dag", task_id, "run-1")
-    store = StateStore()
     when_step(pathways_cluster, identity, 25, lambda pool: pathways_cluster.maintenance(pool, duration=600))
     first_try = training(task_id)
     submit = first_try.hook.create_or_adopt
@@ -153,18 +156,23 @@ def test_a_worker_dying_between_delete_and_create_leaves_the_retry_what_it_needs
         return submit(manifest, task_key)
 
     first_try.hook.create_or_adopt = dies_before_the_next_attempt
+    stored = {} if store is None else {"task_state_store": store}
     with pytest.raises(SystemExit):
-        first_try.execute({"ti": TaskInstance("dag", task_id, "run-1"), "task_state_store": store})
+        first_try.execute({"ti": TaskInstance("dag", task_id, "run-1", max_tries=0), **stored})
     assert not pathways_cluster.list("pathways-job.pathways.domain/v1", "PathwaysJob", "default", labels={TASK_KEY_LABEL: identity.key})
 
     retry = training(task_id)
     resumed = []
     submit_again = retry.hook.create_or_adopt
     retry.hook.create_or_adopt = lambda manifest, key: resumed.append(manifest) or submit_again(manifest, key)
-    result = retry.execute({"ti": TaskInstance("dag", task_id, "run-1", try_number=2), "task_state_store": store})
-    assert result["name"] == identity.workload_name(attempt=1), "the retry submits the next attempt, not attempt 0's name"
+    result = retry.execute({"ti": TaskInstance("dag", task_id, "run-1", try_number=2, max_tries=0), **stored})
     env = {e["name"]: e.get("value") for e in resumed[0]["spec"]["controller"]["template"]["spec"]["containers"][0].get("env", [])}
     assert env.get("PATHWAYS_RESUME_STEP") in ("20", "30"), env
+    if store is None:
+        assert result["name"] == identity.workload_name(attempt=0), "nothing kept the attempt number"
+        assert not [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+        return
+    assert result["name"] == identity.workload_name(attempt=1), "the retry submits the next attempt, not attempt 0's name"
     [disruption] = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
     assert disruption["kind"] == "MAINTENANCE" and disruption["workload"] == identity.workload_name()
 

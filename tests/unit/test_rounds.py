@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathways_airflow.spec.names import FIRST_TRY_ANNOTATION, TaskIdentity
-from pathways_airflow.run.rounds import first_try_of, from_an_earlier_round, record_of_this_round
+from pathways_airflow.run.rounds import carries_on, first_try_of, from_an_earlier_round, record_of_this_round
 from pathways_airflow.run.submission import plan_submission
 
 RETRIES = 2
@@ -80,3 +80,11 @@ def test_the_first_try_is_written_on_what_the_task_submits():
     assert TaskIdentity("d", "t", "r", first_try=4).annotations()[FIRST_TRY_ANNOTATION] == "4"
     assert FIRST_TRY_ANNOTATION not in TaskIdentity("d", "t", "r").annotations()
     assert TaskIdentity("d", "t", "r", first_try=4).key == TaskIdentity("d", "t", "r").key
+
+
+def test_a_later_try_of_the_round_carries_on_from_its_checkpoints():
+    assert not carries_on(0, 1, 1), "the round's first workload starts where the program says"
+    assert carries_on(2, 1, 1), "a disruption attempt resumes"
+    assert carries_on(0, 2, 1), "a retry whose workload is gone (no state store kept the attempt) resumes"
+    assert not carries_on(0, 5, 5), "the first try after a clear starts the round over"
+    assert not carries_on(0, 3, None) and not carries_on(0, None, 1), "what Airflow does not say is not a retry"

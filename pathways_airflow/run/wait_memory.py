@@ -95,12 +95,14 @@ def failure_to_read(memory: WaitMemory, observation: Observation) -> tuple[str, 
 
 
 def head_log_to_read(memory: WaitMemory, observation: Observation, state: WorkloadState) -> tuple[str, str] | None:
-    """The head's (pod, container) when a disruption hits, the first time or after it ran again:
-    its log says the step reached, while the head exists."""
+    """The head's (pod, container) when a disruption hits, the first time, after it ran again, and
+    at each new phase on the way to the verdict: its log says the step reached, while the head
+    exists, and the head goes on training through its workers' grace period after the first read."""
     disrupted = state.phase in (Phase.RESTARTING, Phase.FAILED) or state.restarts > len(restarts_known(memory, observation))
     if not (disrupted or any(pod_disruption(p) for p in observation.pods)):
         return None
-    head = head_pod(observation) if memory.last_step is None or (memory.state and memory.state.phase is Phase.RUNNING) else None
+    moved = memory.state is None or memory.state.phase is Phase.RUNNING or memory.state.phase is not state.phase
+    head = head_pod(observation) if memory.last_step is None or moved else None
     if head is None or head["metadata"].get("deletionTimestamp"):
         return None
     return head["metadata"]["name"], head["spec"]["containers"][0]["name"]

@@ -77,9 +77,9 @@ def test_maintenance_mid_run_restarts_the_jobset_and_resumes_from_the_newest_com
     # PathwaysJob: the restart counts against maxRestarts; JobSet backend: maintenance is free.
     assert jobset["status"].get("restartsCountTowardsMax", 0) == (1 if backend == "pathwaysjob" else 0)
     logs = head_logs(cluster, name)
-    restored = [l for l in logs if l.startswith("restored checkpoint from step")]
+    restored = [l for l in logs if l.startswith("restoring from this run's directory step")]
     assert restored, logs[-10:]
-    resumed_from = int(restored[-1].split("step ")[1].split()[0])
+    resumed_from = int(restored[-1].rsplit(" ", 1)[1])
     steps = committed_steps(cluster, run)
     assert resumed_from >= 30 and resumed_from in steps and steps[-1] == 79
     events = [e["reason"] for e in cluster.list("v1", "Event", "default") if e["involvedObject"]["name"] == name]
@@ -95,9 +95,9 @@ def test_a_partial_checkpoint_is_never_resumed_from(pathways_cluster):
     wait_for(lambda: any("saving checkpoint for step 20" in l for l in head_logs(cluster, name)), timeout=60)
     cluster.maintenance(worker_pool(cluster, name), duration=600)
     wait_for(lambda: (js := cluster.get("jobset.x-k8s.io/v1alpha2", "JobSet", name)) and js["status"].get("restarts", 0) >= 1, timeout=60)
-    wait_for(lambda: any(l.startswith("restored checkpoint from step") or l.startswith("no checkpoint") for l in head_logs(cluster, name)[-80:]), timeout=60)
-    restored = [l for l in head_logs(cluster, name) if l.startswith("restored checkpoint from step")]
-    assert restored and restored[-1].startswith("restored checkpoint from step 10 ")
+    wait_for(lambda: any(l.startswith("restoring from this run's directory step") or l.startswith("No existing checkpoints") for l in head_logs(cluster, name)[-80:]), timeout=60)
+    restored = [l for l in head_logs(cluster, name) if l.startswith("restoring from this run's directory step")]
+    assert restored and restored[-1] == "restoring from this run's directory step 10"
     from kubernetes import client, config
 
     custom = client.CustomObjectsApi(config.new_client_from_config(cluster.kubeconfig))

@@ -56,7 +56,7 @@ def test_training_writes_committed_checkpoints_in_orbax_layout(emulator, base):
     async def scenario(gcs: RecordingGcs):
         box = container(gcs, train_argv(base, "steps=25", "checkpoint_period=10"))
         assert await run_program(box) == 0
-        assert box.logs[0].startswith("no checkpoint found, starting from step 0")
+        assert box.logs[:2] == ["checkpoint manager exists so trying to load this run's existing checkpoint", "No existing checkpoints found, not restoring checkpoint."]
         assert [line.split(",")[0] for line in box.lines_with("completed step:")] == [
             f"completed step: {n}" for n in range(25)
         ]
@@ -106,14 +106,14 @@ def test_training_resumes_from_the_newest_committed_step_after_a_kill_mid_save(e
 
         second = container(gcs, argv)
         assert await run_program(second) == 0
-        assert second.logs[0].startswith("restored checkpoint from step 0")
+        assert second.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 0"]
         assert second.lines_with("completed step:")[0].startswith("completed step: 1,")
         expected = set().union(*(step_files(checkpoints, s) for s in (0, 10, 20, 29)))
         assert await all_objects(gcs, checkpoints) == expected
 
         third = container(gcs, argv)
         assert await run_program(third) == 0
-        assert third.logs[0].startswith("restored checkpoint from step 29")
+        assert third.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 29"]
         assert not third.lines_with("completed step:")
 
     on_loop(emulator, scenario)
@@ -132,7 +132,7 @@ def test_training_fails_at_the_configured_step_with_the_configured_code_every_ti
 
         retry = container(gcs, argv, env)
         assert await run_program(retry) == 42
-        assert retry.logs[0].startswith("restored checkpoint from step 5")
+        assert retry.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 5"]
 
     on_loop(emulator, scenario)
 

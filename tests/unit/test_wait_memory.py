@@ -247,3 +247,17 @@ def test_the_phases_are_written_at_each_new_phase_and_a_re_created_wait_goes_on_
     failed = replace(state, phase=Phase.FAILED)
     later, notes = remembered(again, carried, failed, T0 + 90)
     assert [p.phase for p in later.phases] == ["RUNNING", "FAILED"] and PHASES_ANNOTATION in notes
+
+
+def test_the_head_is_read_again_at_the_verdict_for_the_steps_it_logged_through_the_grace_period():
+    """The first read came as the workers' DisruptionTarget showed (step 40); the head trained on
+    while they stopped, so the verdict's look reads it again and the step reached is the last logged."""
+    observation, state = look("failed_disruption_last_seen")
+    assert state.phase is Phase.FAILED
+    provisioning = replace(last_seen_running(1), state=WorkloadState(Phase.PROVISIONING, "workers stopping"), last_step=40)
+    head = head_log_to_read(provisioning, observation, state)
+    assert head == ("fragile-pathways-head-0-0-gq9w2", "main")
+    later = [*TRAINING_LOG, "completed step: 43, seconds: 1.201, TFLOP/s/device: 98.2"]
+    failed, _ = remembered(provisioning, observation, state, T0 + 5, Readings(head_log=later))
+    assert failed.last_step == 43
+    assert head_log_to_read(failed, observation, state) is None, "read once per phase"

@@ -50,7 +50,7 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 NODEPOOL = "cloud.google.com/gke-nodepool"
 STEP_LINE = re.compile(r"completed step: (\d+),")
-RESTORED_LINE = re.compile(r"restored checkpoint from step (\d+)")
+RESTORED_LINE = re.compile(r"restoring from this run's directory step (\d+)")
 USER_FAILURE_LINE = "failing as PATHWAYS_TESTING_FAIL_AT_STEP"
 KINDS = {
     "pathwaysjob": ("pathways-job.pathways.domain/v1", "PathwaysJob"),

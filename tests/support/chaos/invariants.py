@@ -42,7 +42,7 @@ class Observations:
     user_failures: Sequence[tuple[int, str]] = ()
     """(attempt, head pod) of each run whose program failed with the planted user error."""
     restored_steps: Sequence[tuple[int, float]] = ()
-    """(step, real time) of each ``restored checkpoint from step N`` a training run logged."""
+    """(step, real time) of each ``restoring from this run's directory step N`` a training run logged."""
 
 
 def resubmissions(disruptions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

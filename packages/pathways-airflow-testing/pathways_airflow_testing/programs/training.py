@@ -189,6 +189,9 @@ def item_payloads(names: list[str], header: Mapping[str, object]) -> dict[str, b
     }
 
 
+NO_CHECKPOINT_LINE = "No existing checkpoints found, not restoring checkpoint."
+
+
 async def run(ctx: ProgramContext) -> int:
     try:
         plan = TrainingPlan.from_command(ctx.argv, ctx.env)
@@ -198,16 +201,19 @@ async def run(ctx: ProgramContext) -> int:
     if plan.not_saved_because:
         ctx.log(f"checkpointing disabled: {plan.not_saved_because}")
 
+    # What MaxText logs as it looks for a checkpoint to resume from (src/MaxText/checkpointing.py,
+    # load_state_if_possible): these lines are how a reader learns the step a run resumed from.
     start = 0
     if plan.checkpoint_dir is not None:
+        ctx.log("checkpoint manager exists so trying to load this run's existing checkpoint")
         restored = await newest_committed_step(ctx.gcs, plan.checkpoint_dir)
         if restored is None:
-            ctx.log(f"no checkpoint found, starting from step 0 (checkpoint directory {plan.checkpoint_dir})")
+            ctx.log(NO_CHECKPOINT_LINE)
         else:
-            ctx.log(f"restored checkpoint from step {restored} ({step_uri(plan.checkpoint_dir, restored)})")
+            ctx.log(f"restoring from this run's directory step {restored}")
             start = restored + 1
     else:
-        ctx.log("no checkpoint found, starting from step 0 (checkpointing disabled)")
+        ctx.log(NO_CHECKPOINT_LINE)
 
     step = start
     try:

@@ -351,8 +351,8 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         plan = plan_submission(existing, recorded.get("attempt"), self.hook.nodes_if_permitted() if needs_nodes(existing) else None, identity.first_try)
         if plan.reason:
             self.log.info("%s", plan.reason)
-        for stale in plan.delete:
-            self.hook.delete(resource, self.namespace, stale)
+        for stale in plan.delete:  # their pods stop before anything new is submitted: never two at once
+            delete_making_room(self.hook, resource, self.namespace, stale)
         if plan.user_error is not None and not self.retry_user_errors:
             raise UserCodeError(
                 f"{plan.reason}. A deterministic bug is not resubmitted (retry_user_errors=False); "

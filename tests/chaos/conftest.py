@@ -41,12 +41,14 @@ def chaos_seeds(config: pytest.Config) -> list[int]:
     return chosen + [seed for seed in REGRESSION_SEEDS if seed not in chosen] if default_run else chosen
 
 
-REGRESSION_SEEDS: tuple[int, ...] = (91003, 91052, 91064, 91137, 78028, 91042)
+REGRESSION_SEEDS: tuple[int, ...] = (91003, 91052, 91064, 91137, 78028, 91042, 320090)
 """Seeds from ranges CI does not run that once broke an invariant, each fixed since: a user's bug
 resubmitted after a re-created trigger found its head pod gone (91003, 91064), after it struck
 while no trigger watched and only the JobSet's condition said so (91052, 91137), or after the
 JobSet's policy failed it with no pod left and the worker crashed before acting (78028); a
-PathwaysJob attempt nobody saw run read as a bug when its slice was lost (91042)."""
+PathwaysJob attempt nobody saw run read as a bug when its slice was lost (91042); a retry that
+found its disrupted attempt failed submitted the next while a late collector left the old head
+running (320090)."""
 
 
 KNOWN_VIOLATIONS: dict[int, str] = {}

@@ -150,6 +150,8 @@ class Scenario:
 
     def run(self) -> Record:
         started = time.time()
+        if self.plan.collector_delay:
+            self.cluster.slow_garbage_collector(self.plan.collector_delay)
         for event in self.plan.events:
             if event.at_step < 0:
                 self._fire(event, None)
@@ -176,7 +178,10 @@ class Scenario:
         elif self.ti is not None:
             disruptions = (self.ti.xcoms.get(STATE_KEY) or {}).get("disruptions") or []
         wall = time.time() - started
-        leftovers = self._settle()
+        try:
+            leftovers = self._settle()  # under the late collector too: the task's own deletes must not need it
+        finally:
+            self.cluster.slow_garbage_collector(0)
         progress, restored, user_failures = self._read_logs()
         commits = self._commits()
         pace = dict(

@@ -86,6 +86,9 @@ class Plan:
     """How many disruptions the operator will count against ``max_disruptions`` before the end."""
     max_restarts: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    collector_delay: float = 0.0
+    """Simulated seconds the garbage collector takes to reach a deleted workload's dependents (0: at
+    once), as a busy GKE collector is late: drawn from a stream of its own (:func:`_late_collector`)."""
     manifest: bool = False
     """The task is given its workload as a manifest (``manifest=``), as a user with a gcluster or xpk
     file would, instead of the spec parameters: a quarter of the seeds, chosen without the draw's
@@ -96,7 +99,7 @@ class Plan:
             f"seed {self.seed}: {self.backend}, {self.mode}, {self.num_slices} slice(s), {self.steps} steps × {self.step_seconds:g}s "
             f"(checkpoint every {self.checkpoint_period}, save {self.save_seconds:g}s, grace {self.grace_seconds}s), "
             f"max_disruptions={self.max_disruptions}, max_restarts={self.max_restarts}, queued={self.queued}, "
-            f"state_store={self.state_store}, manifest={self.manifest}",
+            f"state_store={self.state_store}, manifest={self.manifest}, collector late by {self.collector_delay:g}s",
             f"  user failure: {'step %d exit %d' % (self.fail_at_step, self.exit_code) if self.fail_at_step is not None else 'none'}; "
             f"crash after submit: {self.crash_after_submit}; crash before complete: {self.crash_before_complete}; "
             f"execution_timeout: {self.timeout_seconds}",
@@ -283,8 +286,20 @@ def plan(seed: int) -> Plan:
         expected=expected,
         counted_disruptions=counted,
         max_restarts=max_restarts,
+        collector_delay=_late_collector(seed),
         notes=tuple(notes),
     )
+
+
+COLLECTOR_DELAYS = (10.0, 30.0, 120.0)
+
+
+def _late_collector(seed: int) -> float:
+    """A late garbage collector in a fifth of the scenarios, from a stream of its own so every
+    earlier seed keeps its plan: the deleted attempt's pods then stop only when it comes (or when
+    the task deletes them itself), and a Kueue Workload waits for it too."""
+    rng = random.Random(f"{seed}/collector")
+    return rng.choice(COLLECTOR_DELAYS) if rng.random() < 0.2 else 0.0
 
 
 def _sustained_outages(seed: int, events: list[Event], step: int) -> list[Event]:

@@ -18,6 +18,10 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
+def _spread(values: list[float]) -> dict:
+    return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values) if values else None}
+
+
 def summary(results: list[dict], speed: float = SPEED) -> dict:
     by_kind: dict[str, list[float]] = {}
     for r in results:
@@ -57,6 +61,9 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
             "p99": percentile(with_outages, 99),
             "max": max(with_outages) if with_outages else None,
         },
+        "extra_time_lost_per_disruption_with_a_late_collector_simulated_seconds": _spread(
+            [loss for r in results if r.get("collector_delay") for kind, loss in zip(r["loss_kinds"], r["losses"]) if kind != "evict"]
+        ),
         "extra_time_lost_per_disruption_real_seconds_p99": (
             round(percentile(disruption_losses, 99) / speed, 2) if disruption_losses else None
         ),

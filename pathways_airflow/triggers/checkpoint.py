@@ -12,6 +12,7 @@ clear failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -62,8 +63,9 @@ class CheckpointTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            async for event in self._poll():
-                yield event
+            async with contextlib.aclosing(self._poll()) as events:  # its finally runs when the reader stops, not at loop shutdown
+                async for event in events:
+                    yield event
         except asyncio.CancelledError:
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure

@@ -19,6 +19,7 @@ user killing the deferred task deletes the Job and the task's other objects name
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any, AsyncIterator
 
@@ -105,8 +106,9 @@ class BatchJobTrigger(KillableTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            async for event in self._poll():
-                yield event
+            async with contextlib.aclosing(self._poll()) as events:  # its finally runs when the reader stops, not at loop shutdown
+                async for event in events:
+                    yield event
         except asyncio.CancelledError:
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure

@@ -10,6 +10,7 @@ why it keeps waiting whenever that changes. It never raises out of ``run()``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any, AsyncIterator
 
@@ -60,8 +61,9 @@ class TpuSliceReadinessTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            async for event in self._wait():
-                yield event
+            async with contextlib.aclosing(self._wait()) as events:  # its finally runs when the reader stops, not at loop shutdown
+                async for event in events:
+                    yield event
         except asyncio.CancelledError:
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure

@@ -239,6 +239,8 @@ class SharedWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
+                if not self._subscribers:
+                    return  # stopped (its last wait ended) while its stream was being closed: no failure to report
                 if status_of(error) == 404 and not self.synced.is_set():
                     self.absent = True
                     self.synced.set()

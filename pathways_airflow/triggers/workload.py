@@ -15,6 +15,7 @@ merge-patch before it acts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import replace
 from functools import cached_property
@@ -118,8 +119,9 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            async for event in self._wait():
-                yield event
+            async with contextlib.aclosing(self._wait()) as events:  # its finally runs when the reader stops, not at loop shutdown
+                async for event in events:
+                    yield event
         except asyncio.CancelledError:
             raise
         except Exception as error:  # never raise out of run(): the task turns this into a clear failure

@@ -38,7 +38,10 @@ def training(task_id: str, *, steps: int = 60, step_seconds: str = "10", backend
     ("scenario", "kind"),
     [("maintenance", "MAINTENANCE"), ("lose_slice", "SLICE_FAILURE")],
 )
-def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathways_cluster, scenario, kind):
+def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathways_cluster, scenario, kind, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="pathways_airflow.triggers.watch")
     task_id = f"ride-{scenario.replace('_', '-')}"
     identity = TaskIdentity("dag", task_id, "run-1")
     trigger = when_step(pathways_cluster, identity, 25, lambda pool: getattr(pathways_cluster, scenario)(pool, **({"duration": 600} if scenario == "maintenance" else {"downtime": 600})))
@@ -47,6 +50,7 @@ def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathwa
     trigger.join(1)
     assert live.most == 1
     assert result["state"] == "SUCCEEDED"
+    assert not [r.getMessage() for r in caplog.records if r.name == "pathways_airflow.triggers.watch"], "a wait that ended is no watch failure"
     assert result["checkpoint"]["step"] == 59
     [disruption] = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
     assert disruption["kind"] == kind

@@ -188,3 +188,20 @@ def test_a_user_who_cannot_read_the_dag_and_an_anonymous_request_get_no_data(ser
     assert server.request(workload).status == 401
     assert server.request(workload, token=outsider).status == 403
     assert server.request(workload, token="not-a-token").status in (401, 403)
+
+
+def test_the_demo_serves_the_view_over_its_runs_with_the_login_it_prints(airflow_env, runs, tmp_path):
+    """``pathways-airflow demo --serve-ui``: Airflow's own api-server and simple auth manager over the
+    runs, one admin whose password the demo made and prints; the Pathways tab's data answers."""
+    from pathways_airflow_testing.demo import serving_ui
+    from tests.support.api_server import ApiServer
+    from tests.support.deployment import free_port
+
+    with serving_ui(airflow_env.env, free_port(), tmp_path) as ui:
+        welcome = ui.welcome()
+        assert f"{ui.url}/dags/pathways_train_convert_infer" in welcome and f"password {ui.password}" in welcome
+        served = ApiServer(ui.url, tmp_path / "api-server.log", {ui.user: ui.password})
+        answer = served.request(f"/pathways/api/dags/{TRAINING}/runs/{runs['training_run']}/tasks/train/workload", token=served.token(ui.user))
+        assert answer.status == 200 and "view" in answer.body, answer
+        assert served.request(f"/pathways/api/dags/{TRAINING}/benchmark").status == 401, "no login, no data"
+    assert ui.process.poll() is not None, "stopped with the demo"

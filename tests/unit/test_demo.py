@@ -87,6 +87,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
             maintenance="host maintenance on node pool tpu-v5e-2x4-0 at step 25",
             nightly=nightly,
             lineage=["train", "gs://b/runs/r/checkpoints/59", "convert", "gs://b/serving/r-step-59/checkpoints/0"],
+            speed=60,
         )
     )
     assert "  train              success      11.5 s" in text
@@ -103,6 +104,7 @@ def test_the_summary_reports_disruptions_steps_outputs_metrics_and_leftovers():
     assert "plot of the history: /tmp/r/history.png" in text
     assert "regression check (nightly run 1): no regression (closest to its threshold: median_ttft_ms +4.0%, threshold 20%)\n    report: /tmp/r/report.md" in text
     assert "training chip time: goodput 64% of 0.0133 chip-hours" in text
+    assert "(real seconds: the local cluster runs its programs 60× faster than the step times they log" in text
     assert "lineage (OpenLineage events): train → gs://b/runs/r/checkpoints/59 → convert → gs://b/serving/r-step-59/checkpoints/0" in text
     assert text.endswith("left in the cluster: nothing")
 

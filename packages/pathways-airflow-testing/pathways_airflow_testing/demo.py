@@ -19,18 +19,22 @@ left behind: task instances, XComs, the checkpoint listing and the cluster's obj
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.util
 import json
 import os
 import re
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -131,6 +135,7 @@ def summary_lines(
     maintenance: str | None,
     nightly: Sequence[Mapping[str, Any]] = (),
     lineage: Sequence[str] = (),
+    speed: float = 1.0,
 ) -> list[str]:
     """The closing summary, from what the runs left behind.
 
@@ -155,6 +160,11 @@ def summary_lines(
     lines.append(f"  {train.get('disruption_summary') or 'no record (the training task did not finish)'}")
     if train.get("goodput_summary"):
         lines.append(f"training chip time: {train['goodput_summary']}")
+        if speed != 1.0:
+            lines.append(
+                f"  (real seconds: the local cluster runs its programs {speed:g}× faster than the step times they log, "
+                "so the chips are held a fraction of the simulated run; on GKE both are one clock)"
+            )
     steps = sorted(committed_steps)
     lines.append(f"checkpoint steps committed: {_step_ranges(steps) or 'none'}")
     final = train.get("checkpoint") or {}
@@ -233,6 +243,11 @@ def demo_parser(subparsers: argparse._SubParsersAction) -> None:
         help=f"then run {NIGHTLY_DAG_ID} this many times on the published serving checkpoint",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="give up on a DAG run after this many seconds")
+    parser.add_argument(
+        "--serve-ui", type=int, nargs="?", const=8080, default=None, metavar="PORT",
+        help="then keep the cluster, the GCS emulator and the runs, and serve the Airflow UI with the Pathways view "
+        "on PORT (default 8080) until Ctrl-C; it prints the login",
+    )
     parser.set_defaults(run=run_demo)
 
 
@@ -288,12 +303,89 @@ def run_demo(args: argparse.Namespace) -> int:
             maintenance=injector.injected if injector else None,
             nightly=nightly,
             lineage=chain(completed_tasks(read_events(out / LINEAGE_FILE), DAG_ID), LINEAGE_ORDER),
+            speed=args.speed,
         )
         print("\n".join(lines), flush=True)
         print(f"\nAirflow logs: {out}/airflow*.log; took {time.monotonic() - began:.0f} s", flush=True)
         if not succeeded:
             print(f"pathways-airflow demo: a DAG run did not succeed; see the logs in {out}", file=sys.stderr)
+        if args.serve_ui is not None:
+            with serving_ui(env, args.serve_ui, Path(home)) as ui:
+                print(ui.welcome(), flush=True)
+                ui.wait()
         return 0 if succeeded else 1
+
+
+@dataclass
+class ServedUi:
+    """``airflow api-server`` over the demo's AIRFLOW_HOME: its address, login and process."""
+
+    url: str
+    user: str
+    password: str
+    process: subprocess.Popen
+
+    def welcome(self) -> str:
+        return "\n".join((
+            f"\nThe Airflow UI is up at {self.url} (log in as {self.user}, password {self.password}).",
+            f"The Pathways view: {self.url}/dags/{DAG_ID} → a run → the train task → the Pathways tab;",
+            f"the benchmark history: {self.url}/dags/{NIGHTLY_DAG_ID} → the Benchmark history tab.",
+            "The local cluster and the GCS emulator stay up with it. Ctrl-C stops everything.",
+        ))
+
+    def wait(self) -> None:
+        try:
+            self.process.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+@contextlib.contextmanager
+def serving_ui(env: Mapping[str, str], port: int, home: Path, timeout: float = 180.0) -> Iterator[ServedUi]:
+    """Airflow's api-server (the UI and the provider's plugin) with one admin user of Airflow's simple
+    auth manager, whose password is made here (``[core] simple_auth_manager_users`` and
+    ``simple_auth_manager_passwords_file``, airflow-core's simple auth manager)."""
+    user, password = "admin", secrets.token_urlsafe(12)
+    passwords = home / "simple_auth_manager_passwords.json"
+    passwords.write_text(json.dumps({user: password}))
+    url = f"http://127.0.0.1:{port}"
+    settings = {
+        **env,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__API__BASE_URL": url,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+    }
+    with (home / "api-server.log").open("wb") as log:
+        process = subprocess.Popen([_airflow_executable(), "api-server"], env=settings, cwd=home, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not _answers(f"{url}/api/v2/monitor/health"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = (home / "api-server.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"airflow api-server did not come up on {url}:\n{tail}")
+            time.sleep(0.5)
+        yield ServedUi(url, user, password, process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
 
 
 def _default_crds() -> list[str]:

@@ -28,6 +28,7 @@ def test_scenario(chaos_cluster, chaos_seed):
             "violations": found,
             "losses": record.losses,
             "losses_with_outages": record.losses_with_outages,
+            "recomputed": record.recomputed,
             "collector_delay": scenario.collector_delay,
             "loss_kinds": record.loss_kinds,
             "operator_seconds_lost": record.operator_seconds_lost,

@@ -14,6 +14,7 @@ from tests.support.chaos.invariants import (
     disruption_budget_respected,
     end_state_matches_truth,
     extra_time_lost,
+    recomputed_seconds,
     nothing_left,
     user_errors_never_resubmitted,
     violations,
@@ -98,6 +99,8 @@ def test_extra_time_lost_follows_the_progress_curve():
     # (t=14); the resumed run recomputes 6 and completes 7 at t=40: 40 - 14 - 2 = 24 s lost.
     progress = [(1.0 + 2 * s + (1 if s > 5 else 0), s) for s in range(7)] + [(38.0, 6), (40.0, 7), (42.0, 8)]
     assert extra_time_lost(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8) == [24.0]
+    # Of those 24 s, step 6 done again took 2 s: the checkpoint period's share.
+    assert recomputed_seconds(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8) == [2.0]
     # A 10 s API outage inside the gap is nobody's doing: left out.
     assert extra_time_lost(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8, api_down=[(20.0, 30.0)]) == [14.0]
     undisturbed = [(1.0 + 2 * s, s) for s in range(9)]

@@ -35,7 +35,7 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.run.submission import finished_as
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
-from tests.support.chaos.invariants import Observations, extra_time_lost, resubmissions
+from tests.support.chaos.invariants import Observations, extra_time_lost, recomputed_seconds, resubmissions
 from tests.support.chaos.plan import DISRUPTIONS, SPEED, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
@@ -71,6 +71,8 @@ class Record:
     losses: list[float]
     """Extra simulated seconds each disruption cost, sustained API outages left out."""
     losses_with_outages: list[float]
+    recomputed: list[float]
+    """Of each loss, the simulated seconds spent doing steps again (the checkpoint period's share)."""
     loss_kinds: list[str]
     operator_seconds_lost: list[float]
     fired: list[str]
@@ -191,6 +193,7 @@ class Scenario:
         started_at = [v for v, _ in self.disruption_times]
         losses = extra_time_lost(progress, started_at, api_down=self.api_down, **pace) if started_at else []
         with_outages = extra_time_lost(progress, started_at, **pace) if started_at else []
+        redone = recomputed_seconds(progress, started_at, **pace) if started_at else []
         kinds = [k for _, k in sorted(self.disruption_times)]
         observations = Observations(
             expected=self.plan.expected,
@@ -212,6 +215,7 @@ class Scenario:
             wall_seconds=round(wall, 2),
             losses=losses,
             losses_with_outages=with_outages,
+            recomputed=redone,
             loss_kinds=kinds[: len(losses)] if len(losses) == len(kinds) else ["disruption"] * len(losses),
             operator_seconds_lost=[float(d.get("seconds_lost") or 0.0) for d in resubmissions(disruptions)],
             fired=list(self.fired),

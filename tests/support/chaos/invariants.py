@@ -157,6 +157,39 @@ def violations(obs: Observations) -> dict[str, list[str]]:
     return {check.__name__: found for check in CHECKERS if (found := check(obs))}
 
 
+def recomputed_seconds(
+    progress: Sequence[tuple[float, int]],
+    disruptions: Sequence[float],
+    *,
+    step_seconds: float,
+    save_seconds: float,
+    checkpoint_period: int,
+    final_step: int,
+) -> list[float]:
+    """Of each disruption's loss (:func:`extra_time_lost`), the simulated seconds spent doing steps
+    again: every step logged after the disruption that the curve had already reached. How many
+    there are is set by the checkpoint period, not by how fast the disruption was handled."""
+    events = sorted(progress)
+    starts = sorted(disruptions)
+    result = []
+    for index, start in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else float("inf")
+        best = max((step for when, step in events if when <= start), default=None)
+        if best is None:
+            continue
+        redone, moved = 0.0, False
+        for when, step in events:
+            if when <= start or when > end:
+                continue
+            if step <= best:
+                redone += step_seconds + (save_seconds if step % checkpoint_period == 0 or step == final_step else 0.0)
+            else:
+                best, moved = step, True
+        if moved:  # as extra_time_lost: a disruption never come back from has no loss to split
+            result.append(round(redone, 1))
+    return result
+
+
 def extra_time_lost(
     progress: Sequence[tuple[float, int]],
     disruptions: Sequence[float],

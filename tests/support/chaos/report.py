@@ -22,6 +22,21 @@ def _spread(values: list[float]) -> dict:
     return {"n": len(values), "p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values) if values else None}
 
 
+def _less_recomputed(results: list[dict]) -> dict[str, list[float]]:
+    """Each disruption's loss without the steps done again (those the checkpoint period decides),
+    by kind, with every disruption under ``all``."""
+    by_kind: dict[str, list[float]] = {}
+    for r in results:
+        redone = r.get("recomputed") or []
+        if len(redone) != len(r["losses"]):
+            continue
+        for kind, loss, again in zip(r["loss_kinds"], r["losses"], redone):
+            if kind != "evict":
+                for key in (kind, "all"):
+                    by_kind.setdefault(key, []).append(round(max(0.0, loss - again), 1))
+    return by_kind
+
+
 def summary(results: list[dict], speed: float = SPEED) -> dict:
     by_kind: dict[str, list[float]] = {}
     for r in results:
@@ -60,6 +75,9 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
             "p50": percentile(with_outages, 50),
             "p99": percentile(with_outages, 99),
             "max": max(with_outages) if with_outages else None,
+        },
+        "extra_time_lost_less_recomputed_steps_by_kind_simulated_seconds": {
+            kind: _spread(values) for kind, values in sorted(_less_recomputed(results).items())
         },
         "extra_time_lost_per_disruption_with_a_late_collector_simulated_seconds": _spread(
             [loss for r in results if r.get("collector_delay") for kind, loss in zip(r["loss_kinds"], r["losses"]) if kind != "evict"]

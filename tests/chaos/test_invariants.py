@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.chaos.invariants import (
     Observations,
+    Pace,
     at_most_one_live_workload,
     at_most_one_running_workload,
     checkpoints_never_partial,
@@ -98,14 +99,15 @@ def test_extra_time_lost_follows_the_progress_curve():
     # Steps every 2 s, a save after step 5 (1 s); set off at t=13.5, step 6 still completes on time
     # (t=14); the resumed run recomputes 6 and completes 7 at t=40: 40 - 14 - 2 = 24 s lost.
     progress = [(1.0 + 2 * s + (1 if s > 5 else 0), s) for s in range(7)] + [(38.0, 6), (40.0, 7), (42.0, 8)]
-    assert extra_time_lost(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8) == [24.0]
-    # Of those 24 s, step 6 done again took 2 s: the checkpoint period's share.
-    assert recomputed_seconds(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8) == [2.0]
+    pace = Pace(step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8)
+    assert extra_time_lost(progress, [13.5], pace) == [24.0]
+    # Of those 24 s, step 6 done again took 3 s (the step, after the save of step 5): the checkpoint period's share.
+    assert recomputed_seconds(progress, [13.5], pace) == [3.0]
     # A 10 s API outage inside the gap is nobody's doing: left out.
-    assert extra_time_lost(progress, [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8, api_down=[(20.0, 30.0)]) == [14.0]
+    assert extra_time_lost(progress, [13.5], pace, api_down=[(20.0, 30.0)]) == [14.0]
     undisturbed = [(1.0 + 2 * s, s) for s in range(9)]
-    assert extra_time_lost(undisturbed, [4.0], step_seconds=2, save_seconds=0, checkpoint_period=100, final_step=100) == [0.0]
-    assert extra_time_lost(progress[:6], [13.5], step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=8) == []
+    assert extra_time_lost(undisturbed, [4.0], Pace(step_seconds=2, save_seconds=0, checkpoint_period=100, final_step=100)) == [0.0]
+    assert extra_time_lost(progress[:6], [13.5], pace) == [] and recomputed_seconds(progress[:6], [13.5], pace) == []
 
 
 def test_plans_are_pure_printable_and_cover_every_truth():

@@ -35,7 +35,7 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.run.submission import finished_as
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
-from tests.support.chaos.invariants import Observations, extra_time_lost, recomputed_seconds, resubmissions
+from tests.support.chaos.invariants import Observations, Pace, extra_time_lost, recomputed_seconds, resubmissions
 from tests.support.chaos.plan import DISRUPTIONS, SPEED, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
@@ -186,14 +186,11 @@ class Scenario:
             self.cluster.slow_garbage_collector(0)
         progress, restored, user_failures = self._read_logs()
         commits = self._commits()
-        pace = dict(
-            step_seconds=self.plan.step_seconds, save_seconds=self.plan.save_seconds,
-            checkpoint_period=self.plan.checkpoint_period, final_step=self.plan.steps - 1,
-        )
+        pace = Pace(self.plan.step_seconds, self.plan.save_seconds, self.plan.checkpoint_period, self.plan.steps - 1)
         started_at = [v for v, _ in self.disruption_times]
-        losses = extra_time_lost(progress, started_at, api_down=self.api_down, **pace) if started_at else []
-        with_outages = extra_time_lost(progress, started_at, **pace) if started_at else []
-        redone = recomputed_seconds(progress, started_at, **pace) if started_at else []
+        losses = extra_time_lost(progress, started_at, pace, api_down=self.api_down)
+        with_outages = extra_time_lost(progress, started_at, pace)
+        redone = recomputed_seconds(progress, started_at, pace)
         kinds = [k for _, k in sorted(self.disruption_times)]
         observations = Observations(
             expected=self.plan.expected,

@@ -157,15 +157,23 @@ def violations(obs: Observations) -> dict[str, list[str]]:
     return {check.__name__: found for check in CHECKERS if (found := check(obs))}
 
 
-def recomputed_seconds(
-    progress: Sequence[tuple[float, int]],
-    disruptions: Sequence[float],
-    *,
-    step_seconds: float,
-    save_seconds: float,
-    checkpoint_period: int,
-    final_step: int,
-) -> list[float]:
+@dataclass(frozen=True)
+class Pace:
+    """How fast an undisturbed training run goes: each step, and a save after each checkpoint step."""
+
+    step_seconds: float
+    save_seconds: float
+    checkpoint_period: int
+    final_step: int
+
+    def interval(self, step: int) -> float:
+        """The time from the line of ``step - 1`` to that of ``step``: the step, after the save of
+        ``step - 1`` when that one was a checkpoint step (the line is logged before the save)."""
+        saved = (step - 1) % self.checkpoint_period == 0 or step - 1 == self.final_step
+        return self.step_seconds + (self.save_seconds if saved else 0.0)
+
+
+def recomputed_seconds(progress: Sequence[tuple[float, int]], disruptions: Sequence[float], pace: Pace) -> list[float]:
     """Of each disruption's loss (:func:`extra_time_lost`), the simulated seconds spent doing steps
     again: every step logged after the disruption that the curve had already reached. How many
     there are is set by the checkpoint period, not by how fast the disruption was handled."""
@@ -182,7 +190,7 @@ def recomputed_seconds(
             if when <= start or when > end:
                 continue
             if step <= best:
-                redone += step_seconds + (save_seconds if step % checkpoint_period == 0 or step == final_step else 0.0)
+                redone += pace.interval(step)
             else:
                 best, moved = step, True
         if moved:  # as extra_time_lost: a disruption never come back from has no loss to split
@@ -193,11 +201,8 @@ def recomputed_seconds(
 def extra_time_lost(
     progress: Sequence[tuple[float, int]],
     disruptions: Sequence[float],
+    pace: Pace,
     *,
-    step_seconds: float,
-    save_seconds: float,
-    checkpoint_period: int,
-    final_step: int,
     until: float | None = None,
     api_down: Sequence[tuple[float, float]] = (),
 ) -> list[float]:
@@ -206,10 +211,10 @@ def extra_time_lost(
     ``progress`` is every ``(time, step)`` a training run logged as completed (all runs, any
     order); ``disruptions`` the times each disruption was set off. The progress curve (newest step
     completed so far) is followed from one disruption to the next (or the end): whatever it took
-    longer than the undisturbed pace (step time, plus save time after a checkpoint step) is that
-    disruption's loss: detection, rescheduling, start-up and recomputed steps together. Time in
-    ``api_down`` (``(start, end)`` windows of a sustained API outage) is left out: while the API
-    answers 503 to everything, no one can delete or create a workload.
+    longer than the undisturbed ``pace`` is that disruption's loss: detection, rescheduling,
+    start-up and recomputed steps together. Time in ``api_down`` (``(start, end)`` windows of a
+    sustained API outage) is left out: while the API answers 503 to everything, no one can delete
+    or create a workload.
     """
 
     def outage_within(start: float, end: float) -> float:
@@ -230,10 +235,7 @@ def extra_time_lost(
         for when, step in events:
             if when <= start or when > end or step <= best:
                 continue
-            expected = sum(
-                step_seconds + (save_seconds if (s - 1) % checkpoint_period == 0 or s - 1 == final_step else 0.0)
-                for s in range(best + 1, step + 1)
-            )
+            expected = sum(pace.interval(s) for s in range(best + 1, step + 1))
             lost += max(0.0, (when - best_time) - expected - outage_within(best_time, when))
             best, best_time, moved = step, when, True
         if moved:  # a disruption the training never came back from cost no "extra" time: it ended the task

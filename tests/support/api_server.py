@@ -4,14 +4,13 @@ The view's tests need the server a person uses: the UI, the auth manager's login
 tokens, and the plugins it mounts. It runs in its own process group (killed whole at the end),
 its log in a file the failure messages quote. Users come from ``[core]
 simple_auth_manager_users`` and a passwords file written beforehand, so a test knows every
-password; the auth manager is :class:`tests.support.view_auth.OneOutsiderAuthManager`.
+password; the auth manager is :class:`tests.support.view_auth.OneOutsiderAuthManager`. Started by
+the demo's own :func:`pathways_airflow_testing.demo.airflow_api_server`.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -20,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.airflow_cli import AIRFLOW
-from tests.support.deployment import free_port, kill_tree, process_tree
+from pathways_airflow_testing.demo import airflow_api_server
+from tests.support.deployment import free_port
 from tests.support.view_auth import DENIED_DAGS_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,44 +74,11 @@ class ApiServer:
 def api_server(env: Mapping[str, str], users: Mapping[str, tuple[str, str]], denied_dags: list[str],
                workdir: Path, timeout: float = 120) -> Iterator[ApiServer]:
     """``airflow api-server`` with ``env`` (its AIRFLOW_HOME and database) and ``users``: name → (role, password)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    passwords_file = workdir / "passwords.json"
-    passwords_file.write_text(json.dumps({name: password for name, (_, password) in users.items()}))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     settings = {
-        **env,
         "PYTHONPATH": ":".join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
         "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{name}:{role}" for name, (role, _) in users.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
-        "AIRFLOW__API__BASE_URL": url,
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": "pathways-view-e2e-" + "0123456789abcdef" * 3,
         DENIED_DAGS_VARIABLE: ",".join(denied_dags),
     }
-    log = workdir / "api-server.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([AIRFLOW, "api-server"], env=settings, cwd=workdir, stdout=out,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    server = ApiServer(url, log, {name: password for name, (_, password) in users.items()})
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"airflow api-server exited with {process.returncode}:\n{server.log_tail()}")
-            try:
-                if server.request("/api/v2/monitor/health").status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"airflow api-server did not answer in {timeout:.0f}s:\n{server.log_tail()}")
-            time.sleep(0.5)
-        yield server
-    finally:
-        kill_tree(process_tree(process.pid))
-        process.wait(timeout=30)
+    with airflow_api_server(env, free_port(), workdir, users, settings, timeout=timeout) as (url, _):
+        yield ApiServer(url, workdir / "api-server.log", {name: password for name, (_, password) in users.items()})

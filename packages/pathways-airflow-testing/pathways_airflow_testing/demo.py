@@ -341,35 +341,50 @@ class ServedUi:
 
 
 @contextlib.contextmanager
-def serving_ui(env: Mapping[str, str], port: int, home: Path, timeout: float = 180.0) -> Iterator[ServedUi]:
-    """Airflow's api-server (the UI and the provider's plugin) with one admin user of Airflow's simple
-    auth manager, whose password is made here (``[core] simple_auth_manager_users`` and
-    ``simple_auth_manager_passwords_file``, airflow-core's simple auth manager)."""
+def serving_ui(env: Mapping[str, str], port: int, home: Path) -> Iterator[ServedUi]:
+    """The UI for the demo's runs: one admin user whose password is made here."""
     user, password = "admin", secrets.token_urlsafe(12)
-    passwords = home / "simple_auth_manager_passwords.json"
-    passwords.write_text(json.dumps({user: password}))
+    with airflow_api_server(env, port, home, {user: ("admin", password)}) as (url, process):
+        yield ServedUi(url, user, password, process)
+
+
+@contextlib.contextmanager
+def airflow_api_server(
+    env: Mapping[str, str], port: int, workdir: Path, users: Mapping[str, tuple[str, str]],
+    settings: Mapping[str, str] | None = None, timeout: float = 180.0,
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``airflow api-server`` (the UI and the provider's plugin) on 127.0.0.1:``port`` over ``env``'s
+    AIRFLOW_HOME, in a process group of its own, its log in ``workdir/api-server.log``; yields its URL
+    and process once it answers, and stops it after. ``users`` (name → (role, password)) are the
+    simple auth manager's (``[core] simple_auth_manager_users`` and ``simple_auth_manager_passwords_file``,
+    airflow-core's simple auth manager); ``settings`` add to or override the environment."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    passwords = workdir / "simple_auth_manager_passwords.json"
+    passwords.write_text(json.dumps({name: password for name, (_, password) in users.items()}))
     url = f"http://127.0.0.1:{port}"
-    settings = {
+    environment = {
         **env,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{name}:{role}" for name, (role, _) in users.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API__BASE_URL": url,
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__WORKERS": "1",
+        **(settings or {}),
     }
-    with (home / "api-server.log").open("wb") as log:
-        process = subprocess.Popen([_airflow_executable(), "api-server"], env=settings, cwd=home, stdout=log,
+    log = workdir / "api-server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([_airflow_executable(), "api-server"], env=environment, cwd=workdir, stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + timeout
         while not _answers(f"{url}/api/v2/monitor/health"):
             if process.poll() is not None or time.monotonic() > deadline:
-                tail = (home / "api-server.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"airflow api-server did not come up on {url}:\n{tail}")
+                tail = log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"airflow api-server did not come up on {url} (exit code {process.poll()}):\n{tail}")
             time.sleep(0.5)
-        yield ServedUi(url, user, password, process)
+        yield url, process
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)

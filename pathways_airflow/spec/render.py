@@ -40,11 +40,11 @@ XPK_SYSTEM_EXIT_CODES: tuple[int, ...] = (42, *range(127, 256))
 """Exit codes that mean "the system failed", as xpk classifies them; the rest are user errors."""
 
 
-
 def replicated_pod_spec(replicated: Mapping[str, Any] | None) -> dict[str, Any]:
     """The pod spec of a JobSet replicated job (its ``template.spec.template.spec``, the object
     itself, so a caller may edit it in place); ``{}`` when absent."""
     return ((((replicated or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+
 
 @dataclass(frozen=True)
 class JobSetFailurePolicy:

@@ -58,10 +58,12 @@ def test_the_operator_result_waits_out_an_outage_as_the_workload_ends(pathways_c
     operator = PathwaysJobOperator(
         task_id=task_id, tpu="v5e", topology="2x4", num_slices=1, pathways_dir="gs://pathways-demo/tmp", image="maxtext",
         command=["python3", "-m", "MaxText.train", "base_output_directory=gs://pathways-demo/outage", f"run_name={run}", "steps=20", "checkpoint_period=10"],
-        env={"PATHWAYS_TESTING_STEP_SECONDS": "0.2"}, checkpoint_dir=f"gs://pathways-demo/outage/{run}/checkpoints",
+        env={"PATHWAYS_TESTING_STEP_SECONDS": "2"}, checkpoint_dir=f"gs://pathways-demo/outage/{run}/checkpoints",
         deferrable=False, execution_timeout=None,
     )
-    outage = when_step(pathways_cluster, identity, 19, lambda pool: proxy.unreachable_for(OUTAGE_SECONDS))
+    # From step 12 the last steps take well under the outage (8 × 2 simulated s, a fraction of a real
+    # second on the test cluster), so the workload ends, and its result is read, while GCS is away.
+    outage = when_step(pathways_cluster, identity, 12, lambda pool: proxy.unreachable_for(OUTAGE_SECONDS))
 
     with caplog.at_level(logging.INFO, logger="pathways_airflow.hooks.storage"):
         result = operator.execute({"ti": TaskInstance("dag", task_id, "run-1")})

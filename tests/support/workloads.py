@@ -36,6 +36,16 @@ def when_step(
     the replicated jobs of the head and of the slices (both ``slice`` in a plain multislice JobSet).
     """
     head_job, worker_job = jobs
+    pools: dict[str, str] = {}  # workload → its worker's node pool, noted while the worker is there
+
+    def worker_pool(name: str) -> str | None:
+        if name not in pools:
+            labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": worker_job}
+            placed = [p for p in cluster.list("v1", "Pod", "default", labels=labels) if p["spec"].get("nodeName")]
+            if placed:
+                node = cluster.get("v1", "Node", placed[0]["spec"]["nodeName"], namespace=None)
+                pools[name] = node["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+        return pools.get(name)
 
     def watch() -> None:
         deadline = time.monotonic() + 60
@@ -45,10 +55,9 @@ def when_step(
                 name = labels.get("jobset.sigs.k8s.io/jobset-name", "")
                 if not name.startswith(identity.workload_name(0, prefix)) or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != head_job:
                     continue
-                if any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], container)):
-                    worker = next(p for p in cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": worker_job}) if p["spec"].get("nodeName"))
-                    node = cluster.get("v1", "Node", worker["spec"]["nodeName"], namespace=None)
-                    action(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"])
+                pool = worker_pool(name)
+                if pool and any(f"completed step: {step}," in line for line in cluster.read_log("default", pod["metadata"]["name"], container)):
+                    action(pool)
                     return
             time.sleep(0.05)
 

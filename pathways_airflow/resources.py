@@ -18,6 +18,9 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    propagation: str = "Foreground"
+    """How a DELETE of one hands its dependents over: foreground, so the owner stays (marked) until
+    its pods are gone, unless its controller would bring a dependent back (:data:`PATHWAYSJOB`)."""
 
     @property
     def api_version(self) -> str:
@@ -37,7 +40,13 @@ class Resource:
         return "/".join(parts)
 
 
-PATHWAYSJOB = Resource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob")
+PATHWAYSJOB = Resource("pathways-job.pathways.domain", "v1", "pathwaysjobs", "PathwaysJob", propagation="Background")
+"""Deleted in the background: google/pathways-job's controller creates the child JobSet whenever
+the PathwaysJob exists and the JobSet does not, whatever its deletionTimestamp or terminal state
+(internal/controller/pathwaysjob_controller.go, ``Reconcile``). A foreground delete keeps the
+PathwaysJob until its JobSet is gone, and the JobSet's removal wakes that controller: it would
+create the JobSet again. Gone at once, the PathwaysJob has nothing left to re-create its JobSet
+from, and the JobSet is the collector's (or :mod:`~pathways_airflow.hooks.reclaim`'s) to delete."""
 JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 LEADERWORKERSET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 KUEUE_WORKLOAD = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")

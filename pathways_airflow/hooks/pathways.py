@@ -153,19 +153,21 @@ class PathwaysHook(_ClusterHook):
         body: Any = None,
         content_type: str = "application/json",
         raw: bool = False,
+        attempts: int = MAX_ATTEMPTS,
     ) -> Any:
-        """Call the API with retries on transient failures; the JSON body as a dict (or raw text)."""
+        """Call the API with retries on transient failures (``attempts`` tries in all); the JSON body
+        as a dict (or raw text). A caller that polls anyway asks for one try: its own next look is the retry."""
         options = call_options(query, body, content_type)
-        for attempt in Retrying(**retry_options(self.log)):
+        for attempt in Retrying(**retry_options(self.log, attempts)):
             with attempt:
                 data = self.api_client.call_api(path, method, **options).data
                 return data.decode("utf-8", errors="replace") if raw else json_body(method, path, data)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+    def get(self, resource: Resource, namespace: str | None, name: str, *, attempts: int = MAX_ATTEMPTS) -> dict[str, Any] | None:
         path = object_path(resource, namespace, name)
         try:
-            return an_object("GET", path, self.request("GET", path))
+            return an_object("GET", path, self.request("GET", path, attempts=attempts))
         except Exception as error:
             return absent(error)
 
@@ -176,9 +178,10 @@ class PathwaysHook(_ClusterHook):
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        attempts: int = MAX_ATTEMPTS,
     ) -> list[dict[str, Any]]:
         body = self.request(
-            "GET", resource.path(namespace), query={"labelSelector": label_selector, "fieldSelector": field_selector}
+            "GET", resource.path(namespace), query={"labelSelector": label_selector, "fieldSelector": field_selector}, attempts=attempts
         )
         return list((body or {}).get("items") or [])
 
@@ -188,11 +191,13 @@ class PathwaysHook(_ClusterHook):
         return self.request("POST", resource.path(namespace), body=dict(manifest))
 
     def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground"
+        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None, attempts: int = MAX_ATTEMPTS
     ) -> bool:
-        """Delete with dependents (foreground by default: the pods go before the owner does); ``False`` if it was gone."""
+        """Delete with dependents (by default as :attr:`Resource.propagation` says); ``False`` if it was gone."""
         try:
-            self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
+            self.request(
+                "DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation or resource.propagation}, attempts=attempts
+            )
             return True
         except Exception as error:
             return absent(error, False)
@@ -453,9 +458,9 @@ class AsyncPathwaysHook(_ClusterHook):
         except Exception as error:
             return absent(error, False)
 
-    async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str = "Foreground") -> bool:
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None) -> bool:
         try:
-            await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation})
+            await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation or resource.propagation})
             return True
         except Exception as error:
             return absent(error, False)

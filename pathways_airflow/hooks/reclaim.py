@@ -11,6 +11,7 @@ import logging
 import time
 
 from pathways_airflow import well_known
+from pathways_airflow.hooks.api import MAX_ATTEMPTS, describe, is_transient
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.resources import JOB, JOBSET, POD, Resource
 from pathways_airflow.state.reclaim import Leftovers, left_behind, reclaimed_line
@@ -22,9 +23,9 @@ FIRST_POLL_SECONDS = 0.1
 """The first looks come quickly (a healthy collector marks the pods within a second or two of the
 delete, and a resubmission waits on it), then every :data:`POLL_SECONDS`."""
 RECLAIM_WAIT_SECONDS = 600.0
-"""The most a worker waits for a deleted workload's pods to be stopping before it goes on: the
-collector's lateness is noticed after the pods' grace period, which training pods that save a
-checkpoint on SIGTERM set to a few minutes."""
+"""The most a worker waits for a deleted workload's pods to be stopping before it goes on. The
+collector's work is done here :data:`~pathways_airflow.state.reclaim.COLLECTOR_MARGIN_SECONDS`
+after the delete, so this bounds only an API that keeps failing the looks and deletes."""
 
 
 def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str]]:
@@ -32,15 +33,14 @@ def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str]]:
     return [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
 
 
-def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float) -> Leftovers:
+def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *, attempts: int = MAX_ATTEMPTS) -> Leftovers:
     """Look at the chain of a workload deleted ``waited`` seconds ago; delete what the collector left."""
-    jobset = hook.get(JOBSET, namespace, workload)
+    jobset = hook.get(JOBSET, namespace, workload, attempts=attempts)
     selector = well_known.jobset_selector(workload)
-    leftovers = left_behind(
-        [jobset] if jobset else [], hook.list(JOB, namespace, label_selector=selector), hook.list(POD, namespace, label_selector=selector), waited
-    )
+    jobs = hook.list(JOB, namespace, label_selector=selector, attempts=attempts)
+    leftovers = left_behind([jobset] if jobset else [], jobs, hook.list(POD, namespace, label_selector=selector, attempts=attempts), waited)
     for resource, name in _chain_order(leftovers):
-        hook.delete(resource, namespace, name, propagation="Background")
+        hook.delete(resource, namespace, name, propagation="Background", attempts=attempts)
     if leftovers.to_delete:
         log.warning(reclaimed_line(namespace, workload, leftovers, waited))
     return leftovers
@@ -62,13 +62,23 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
 
 def wait_reclaimed(hook: PathwaysHook, namespace: str, workload: str, *, timeout: float, until_gone: bool = True) -> Leftovers:
     """Look until the workload's pods are gone (``until_gone``) or at least all stopping, doing the
-    collector's work once it is late; at most ``timeout`` seconds. Returns the last look."""
+    collector's work once it is late; at most ``timeout`` seconds. Returns the last look.
+
+    Each look is one try of each call: the looks are the retries (0.1 s apart at first), so a
+    burst of API errors costs the next look, not the hook's whole backoff per call. A refusal,
+    or errors until ``timeout``, are raised."""
     start, pause = time.monotonic(), FIRST_POLL_SECONDS
     while True:
         waited = time.monotonic() - start
-        leftovers = reclaim(hook, namespace, workload, waited)
-        if leftovers.gone or (leftovers.handed_over and not until_gone) or waited >= timeout:
-            return leftovers
+        try:
+            leftovers = reclaim(hook, namespace, workload, waited, attempts=1)
+        except Exception as error:
+            if not is_transient(error) or waited >= timeout:
+                raise
+            log.info("%s/%s: could not look at its pods (%s); looking again", namespace, workload, describe(error))
+        else:
+            if leftovers.gone or (leftovers.handed_over and not until_gone) or waited >= timeout:
+                return leftovers
         time.sleep(max(0.0, min(pause, timeout - waited)))
         pause = min(POLL_SECONDS, pause * 2)
 

@@ -1,13 +1,15 @@
 """After a workload's DELETE is accepted: what still holds its TPUs, and what to delete directly.
 
-A foreground delete hands the workload's JobSet, Jobs and pods to the cluster's garbage
-collector, which on a busy GKE cluster can take 10–47 minutes to reach them while the pods keep
-their chips (ml-auto-solutions #1380/#1383). Once the collector has marked a pod it needs only
-its termination grace period to stop, so a pod still unmarked after the longest grace period
-and :data:`COLLECTOR_MARGIN_SECONDS` is left behind. Then whatever in the chain the collector has
-not reached is deleted directly, from the top down so that no controller re-creates what goes
-below it: a PathwaysJob's JobSet (its controller would re-create the Jobs), the JobSet's Jobs
-(theirs would re-create the pods), then the pods.
+A delete hands the workload's JobSet, Jobs and pods to the cluster's garbage collector, which on
+a busy GKE cluster can take 10–47 minutes to reach them while the pods keep their chips
+(ml-auto-solutions #1380/#1383). A healthy collector marks every pod of the chain within a second
+or two (the pods' grace period only runs after that: it says how long a marked pod takes to stop,
+not how long the collector takes to mark it), so a pod still unmarked
+:data:`COLLECTOR_MARGIN_SECONDS` after the delete is left behind. Then whatever in the chain the
+collector has not reached is deleted directly, from the top down so that no controller re-creates
+what goes below it: a PathwaysJob's JobSet (its Jobs' controller would re-create the Jobs; the
+PathwaysJob itself is already gone, see :data:`~pathways_airflow.resources.PATHWAYSJOB`), the
+JobSet's Jobs (theirs would re-create the pods), then the pods.
 
 A pod already marked is left to its kubelet: forcing it (grace 0) could free the TPUs in the API
 while its containers still run on them.
@@ -20,13 +22,9 @@ from typing import Any, Mapping, Sequence
 
 from pathways_airflow.spec.tpu import pod_spec_chips
 
-COLLECTOR_MARGIN_SECONDS = 15.0
-"""How long past the pods' grace period the collector may take to mark them before we step in:
-on a healthy cluster it marks them within a second or two of the delete."""
-
-DEFAULT_GRACE_SECONDS = 30
-"""``terminationGracePeriodSeconds`` of a pod spec that does not set it (kubernetes/api
-core/v1/types.go, DefaultTerminationGracePeriodSeconds)."""
+COLLECTOR_MARGIN_SECONDS = 5.0
+"""How long after the delete the collector may take to mark the pods before we step in: a healthy
+one marks them within a second or two. Stepping in early only repeats its DELETEs."""
 
 _ENDED = ("Succeeded", "Failed")
 
@@ -45,14 +43,6 @@ def holds_tpus(pod: Mapping[str, Any]) -> bool:
 def pod_chips(pod: Mapping[str, Any]) -> int:
     """The TPU chips the pod holds."""
     return pod_spec_chips(pod.get("spec") or {})
-
-
-def collector_grace(pods: Sequence[Mapping[str, Any]]) -> float:
-    """How long after the delete a pod may go unmarked: the longest grace period of the pods with
-    TPUs (of all, when none has any) plus :data:`COLLECTOR_MARGIN_SECONDS`. A head pod's default
-    30 s does not hold up the slices' return."""
-    periods = [(p.get("spec") or {}).get("terminationGracePeriodSeconds") for p in [p for p in pods if pod_chips(p)] or pods]
-    return max((DEFAULT_GRACE_SECONDS if s is None else int(s) for s in periods), default=DEFAULT_GRACE_SECONDS) + COLLECTOR_MARGIN_SECONDS
 
 
 def _unmarked(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -95,12 +85,12 @@ def left_behind(
 
     ``jobsets``, ``jobs`` and ``pods`` are the objects still carrying the workload's
     ``jobset-name`` (its JobSet by name; a JobSet that is itself the workload is already marked).
-    Nothing is deleted directly while a pod that has not ended is still within
-    :func:`collector_grace`; after it, everything unmarked in the chain is.
+    Nothing is deleted directly within :data:`COLLECTOR_MARGIN_SECONDS` of the delete; after it,
+    everything unmarked in the chain is.
     """
     holding = [p for p in pods if alive(p)]
     unmarked = [p for p in holding if not p["metadata"].get("deletionTimestamp")]
-    if not unmarked or waited < collector_grace(holding):
+    if not unmarked or waited < COLLECTOR_MARGIN_SECONDS:
         return Leftovers(len(holding), len(unmarked))
     chips = sum(pod_chips(p) for p in unmarked if holds_tpus(p))
     return Leftovers(len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), chips)

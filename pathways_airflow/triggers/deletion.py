@@ -44,7 +44,7 @@ collected nor started twice, and so that they outlive the trigger that asked for
 async def delete_until_gone(
     target: ClusterTarget, resource: Resource, namespace: str, name: str, why: str, *, give_up_after: float = GIVE_UP_AFTER_SECONDS
 ) -> bool:
-    """DELETE the object (foreground: a workload's JobSet, Jobs and pods, a Job's pods go first),
+    """DELETE the object (as :attr:`~pathways_airflow.resources.Resource.propagation` says),
     retrying API failures until it is accepted or found gone; then, for a workload, see its pods
     stop (:func:`until_pods_stop`). ``True`` once deleted or gone; ``False`` if it gave up (a
     refusal, or :data:`GIVE_UP_AFTER_SECONDS` of failures)."""
@@ -54,7 +54,7 @@ async def delete_until_gone(
     accepted_at: float | None = None
     while True:
         try:
-            found = await hook.delete(resource, namespace, name, propagation="Foreground")
+            found = await hook.delete(resource, namespace, name)
             accepted_at = accepted_at or time.monotonic()
             if resource in WORKLOAD_KINDS:
                 await until_pods_stop(hook, namespace, name, accepted_at, deadline)

@@ -182,7 +182,7 @@ class BatchJobTrigger(KillableTrigger):
 
     async def _delete(self, why: str) -> bool:
         self.log.info("deleting Job %s/%s: %s", self.namespace, self.name, why)
-        return await self.hook.delete(JOB, self.namespace, self.name, propagation="Foreground")
+        return await self.hook.delete(JOB, self.namespace, self.name)
 
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed, clear): stop the Job it was waiting on and

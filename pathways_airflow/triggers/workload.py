@@ -133,6 +133,7 @@ class PathwaysJobTrigger(KillableTrigger):
         changed = asyncio.Event()  # one event for all its watches: one thing to wait on
         subscriptions = {key: watch.subscribe([self.name], changed) for key, watch in watches.items()}
         memory = wait_memory.WaitMemory.starting(self.last_state, time.time(), writes=self.until_phase is None)
+        writing: set[asyncio.Task[None]] = set()
         try:
             while True:
                 refused = [w.forbidden for w in watches.values() if w.forbidden]
@@ -167,9 +168,14 @@ class PathwaysJobTrigger(KillableTrigger):
                 memory, notes = wait_memory.remembered(memory, observation, state, now, read)
                 if line:
                     self.log.info("%s/%s: %s", self.namespace, self.name, line)
-                if notes:  # before the deletion and the event: a retry reads the verdict here
+                ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
+                if notes and ending:  # before the deletion and the event: a retry reads the verdict here
                     await self._annotate(notes)
-                if state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase)):
+                elif notes:  # evidence for later (where the workers ran): an API retrying its writes must not hold up the watch
+                    task = asyncio.get_running_loop().create_task(self._annotate(notes))
+                    writing.add(task)
+                    task.add_done_callback(writing.discard)
+                if ending:
                     finished = records.WorkloadEvent(
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
                         restarts=memory.restarts, running_since=memory.running_since,
@@ -187,6 +193,8 @@ class PathwaysJobTrigger(KillableTrigger):
             deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
             yield TriggerEvent(records.WorkloadEvent("timeout", self.name, state=memory.state, deleted=deleted).to_payload())
         finally:
+            for task in writing:  # best effort: the event carries what they would have recorded
+                task.cancel()
             for key, subscription in subscriptions.items():
                 watches[key].unsubscribe(subscription)
 

@@ -110,6 +110,19 @@ def test_extra_time_lost_follows_the_progress_curve():
     assert extra_time_lost(progress[:6], [13.5], pace) == [] and recomputed_seconds(progress[:6], [13.5], pace) == []
 
 
+def test_a_disruption_is_over_once_the_training_is_past_where_the_disrupted_run_got():
+    # Run "a" reaches step 6 (t=14) after the disruption at 13.5; run "b" resumes, redoes 6 at 38 and
+    # is past a's newest step with 7 at 40: 24 s lost. A save that takes 9 s too long after step 10
+    # of run b, long after, is not the disruption's doing.
+    a = [(1.0 + 2 * s + (1 if s > 5 else 0), s, "a") for s in range(7)]
+    b = [(38.0, 6, "b"), (40.0, 7, "b"), (42.0, 8, "b"), (44.0, 9, "b"), (46.0, 10, "b"), (58.0, 11, "b")]
+    pace = Pace(step_seconds=2, save_seconds=1, checkpoint_period=5, final_step=11)
+    assert extra_time_lost(a + b, [13.5], pace) == [24.0]
+    assert extra_time_lost([(t, s) for t, s, _ in a + b], [13.5], pace) == [33.0], "one run: followed to the end"
+    # A second disruption of run b at 50 is measured from b's newest step before it (10 at 46).
+    assert extra_time_lost(a + b, [13.5, 50.0], pace) == [24.0, 9.0]
+
+
 def test_plans_are_pure_printable_and_cover_every_truth():
     plans = [plan(seed) for seed in range(500)]
     assert [plan(seed) for seed in range(500)] == plans

@@ -182,3 +182,25 @@ def test_a_relist_keeps_what_it_missed_in_its_last_known_state(pathways_cluster)
     assert kept, "the relist forgot the pod it missed"
     assert kept["metadata"]["name"] == "relist-kept" and kept["metadata"]["deletionTimestamp"], kept
     assert kept["spec"]["containers"][0]["name"] == "main"
+
+
+def test_a_burst_of_errors_while_making_room_costs_a_few_looks_not_each_calls_backoff(pathways_cluster, caplog):
+    """Before a resubmission the worker deletes the old attempt and looks until its pods are
+    stopping. Four 503s in a row on the pods' listing cost four quick looks (0.1 s, doubling), not
+    the hook's backoff (0.5 + 1.2 + 2.8 + 4.5 s: chaos seed 370031 lost nine real seconds so)."""
+    import logging
+
+    from pathways_airflow.hooks.reclaim import delete_making_room
+
+    hook = submit_training("room-burst", backend="pathwaysjob")
+    wait_for(lambda: hook.list(JOBSET, "default") and any(j["metadata"]["name"] == "room-burst" for j in hook.list(JOBSET, "default")), timeout=30)
+    pathways_cluster.inject_fault(r"/namespaces/default/pods$", status=503, count=4, methods=["GET"], watch=False)
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="pathways_airflow.hooks.reclaim"):
+        left = delete_making_room(hook, PATHWAYSJOB, "default", "room-burst")
+    took = time.monotonic() - started
+    pathways_cluster.clear_faults()
+    assert left.handed_over
+    assert took < 3.0, took
+    looked_again = [r.getMessage() for r in caplog.records if "looking again" in r.getMessage()]
+    assert len(looked_again) == 4 and "503" in looked_again[0], looked_again

@@ -153,6 +153,33 @@ def test_a_late_collector_leaves_each_level_of_dependents_running_until_it_comes
     assert asyncio.run(scenario(0.2)) == [["marked", "live", "live"], ["gone", "gone", "gone"]], "caught up at once"
 
 
+def test_an_event_is_gone_after_the_api_servers_event_ttl_and_other_objects_stay(store):
+    """kube-apiserver keeps Events for ``--event-ttl`` (an hour): at speed 3600 that is one real
+    second. A ConfigMap made beside them stays; an Event deleted and made again under its name
+    keeps its own hour."""
+    import asyncio
+
+    events, cms = kind(store, "", "v1", "events"), kind(store, "", "v1", "configmaps")
+    store.clock = VirtualClock(speed=3600)
+
+    async def scenario() -> list[list[str]]:
+        store.create(events, {"metadata": {"name": "a.1"}, "involvedObject": {"kind": "Pod", "name": "a"}, "reason": "Scheduled"})
+        store.create(events, {"metadata": {"name": "b.1"}, "involvedObject": {"kind": "Pod", "name": "b"}, "reason": "Scheduled"})
+        store.create(cms, {"metadata": {"name": "kept"}})
+        await asyncio.sleep(0.5)
+        store.delete(events, "default", "b.1")
+        store.create(events, {"metadata": {"name": "b.1"}, "involvedObject": {"kind": "Pod", "name": "b"}, "reason": "Pulled"})
+        names = lambda: sorted(o["metadata"]["name"] for k in (events, cms) for o in store.list(k, "default"))  # noqa: E731
+        seen = [names()]
+        await asyncio.sleep(0.7)  # past the first hour of a.1, not of the second b.1
+        seen.append(names())
+        await asyncio.sleep(0.6)
+        seen.append(names())
+        return seen
+
+    assert asyncio.run(scenario()) == [["a.1", "b.1", "kept"], ["b.1", "kept"], ["kept"]]
+
+
 def test_creating_in_a_missing_namespace_is_404_and_names_can_be_generated(store):
     cms = kind(store, "", "v1", "configmaps")
     with pytest.raises(ApiError) as missing:

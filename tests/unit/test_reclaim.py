@@ -8,10 +8,8 @@ import json
 from pathlib import Path
 
 from pathways_airflow.state.reclaim import (
-    alive,
     COLLECTOR_MARGIN_SECONDS,
-    DEFAULT_GRACE_SECONDS,
-    collector_grace,
+    alive,
     holds_tpus,
     left_behind,
     pod_chips,
@@ -52,26 +50,19 @@ def test_a_worker_pod_holds_the_chips_of_its_vm_and_the_head_none():
     assert late.pods == (pending["metadata"]["name"], WORKERS[1]["metadata"]["name"]) and late.chips == 4
 
 
-def test_the_collector_gets_the_pods_grace_period_and_a_margin():
-    assert collector_grace(PODS) == DEFAULT_GRACE_SECONDS + COLLECTOR_MARGIN_SECONDS
-    long = copy.deepcopy(WORKERS[0])
-    long["spec"]["terminationGracePeriodSeconds"] = 300
-    assert collector_grace([WORKERS[1], long]) == 300 + COLLECTOR_MARGIN_SECONDS
-    quick = [copy.deepcopy(w) for w in WORKERS]
-    for w in quick:
-        w["spec"]["terminationGracePeriodSeconds"] = 1
-    assert collector_grace([*HEAD, *quick]) == 1 + COLLECTOR_MARGIN_SECONDS, "the head's grace does not hold the slices"
-    assert collector_grace(HEAD) == DEFAULT_GRACE_SECONDS + COLLECTOR_MARGIN_SECONDS
-
-
-def test_nothing_is_deleted_directly_while_the_collector_is_not_late():
-    early = left_behind([JOBSET], jobs_of(PODS), PODS, waited=collector_grace(PODS) - 1)
-    assert not early.to_delete and early.holding == len(PODS) and early.unmarked == len(PODS)
-    assert not early.gone and not early.handed_over
+def test_nothing_is_deleted_directly_while_the_collector_is_not_late_whatever_the_pods_grace():
+    slow_to_stop = copy.deepcopy(PODS)
+    for pod in slow_to_stop:
+        pod["spec"]["terminationGracePeriodSeconds"] = 300  # a checkpoint on SIGTERM: how long to stop, once marked
+    for pods in (PODS, slow_to_stop):
+        early = left_behind([JOBSET], jobs_of(pods), pods, waited=COLLECTOR_MARGIN_SECONDS - 0.5)
+        assert not early.to_delete and early.holding == len(PODS) and early.unmarked == len(PODS)
+        assert not early.gone and not early.handed_over
+        assert left_behind([JOBSET], jobs_of(pods), pods, waited=COLLECTOR_MARGIN_SECONDS).to_delete
 
 
 def test_once_it_is_late_the_whole_unreached_chain_goes_top_down_and_the_chips_are_counted():
-    late = left_behind([JOBSET], jobs_of(PODS), PODS, waited=collector_grace(PODS))
+    late = left_behind([JOBSET], jobs_of(PODS), PODS, waited=COLLECTOR_MARGIN_SECONDS)
     assert late.jobsets == (JOBSET["metadata"]["name"],)
     assert late.jobs == tuple(j["metadata"]["name"] for j in jobs_of(PODS))
     assert set(late.pods) == {p["metadata"]["name"] for p in PODS} and late.chips == 16

@@ -38,6 +38,12 @@ from pathways_airflow_testing.kinds import Kind, KindRegistry
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 KindKey = tuple[str, str]  # (group, plural)
 
+EVENT_TTL_SECONDS = 3600.0
+"""How long an Event is kept (kube-apiserver ``--event-ttl``, default one hour:
+cmd/kube-apiserver/app/options/options.go ``EventTTL: 1 * time.Hour``), in simulated seconds.
+Without it a long session at speed 60 keeps every Event it ever recorded, and each list of them
+(the provider's reads of Scheduled and creation-failure events) grows with the session."""
+
 FOREGROUND_FINALIZER = "foregroundDeletion"
 ORPHAN_FINALIZER = "orphan"
 
@@ -200,7 +206,22 @@ class Store:
         self._by_uid[metadata["uid"]] = (kind, key)
         self._index_owners(kind, key, None, obj)
         self._emit("ADDED", kind, obj)
+        if kind.key == ("", "events"):
+            self._expire_later(kind, key, metadata["uid"])
         return obj
+
+    def _expire_later(self, kind: Kind, key: ObjectKey, uid: str) -> None:
+        """Drop the object after :data:`EVENT_TTL_SECONDS`, as its etcd lease does (if still there)."""
+
+        def expire() -> None:
+            current = self._objects.get(kind.key, {}).get(key)
+            if current is not None and current["metadata"]["uid"] == uid:
+                self.delete(kind, *key)
+
+        try:
+            asyncio.get_running_loop().call_later(self.clock.real_seconds(EVENT_TTL_SECONDS), expire)
+        except RuntimeError:  # no loop (a store used on its own): kept, as before the cluster starts
+            pass
 
     def _check_object_count_quota(self, kind: Kind, metadata: dict[str, Any]) -> None:
         """A ResourceQuota's ``count/<resource>.<group>`` refuses one object too many, with the

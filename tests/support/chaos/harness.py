@@ -456,7 +456,7 @@ class Scenario:
             time.sleep(0.1)
 
     def _read_logs(self):
-        """From every head pod's log: (virtual time, completed step), restores, user failures."""
+        """From every head pod's log: (virtual time, completed step, pod), restores, user failures."""
         names = sorted(self.names, key=len, reverse=True)
 
         def read():
@@ -474,7 +474,7 @@ class Scenario:
         for (workload, pod), lines in logs.items():
             for when, line in lines:
                 if match := STEP_LINE.search(line):
-                    progress.append((when, int(match.group(1))))
+                    progress.append((when, int(match.group(1)), pod))
                 elif match := RESTORED_LINE.search(line):
                     restored.append((int(match.group(1)), offset + when / self.cluster.clock.speed))
                 elif USER_FAILURE_LINE in line:
@@ -482,16 +482,19 @@ class Scenario:
         return progress, restored, user_failures
 
     def _commits(self) -> dict[int, float]:
+        """When each step's checkpoint was committed; the scenario's checkpoints are deleted as they
+        are read, or every later scenario's saves and restores would list a bucket that grows."""
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
         client = storage.Client(project="test", credentials=AnonymousCredentials())
         prefix = self.checkpoint_dir.removeprefix(f"gs://{BUCKET}/") + "/"
         commits = {}
-        for blob in client.list_blobs(BUCKET, prefix=prefix):
+        for blob in list(client.list_blobs(BUCKET, prefix=prefix)):
             parts = blob.name[len(prefix):].split("/")
             if len(parts) == 2 and parts[0].isdigit() and parts[1] == "commit_success.txt":
                 commits[int(parts[0])] = blob.time_created.timestamp()
+            blob.delete()  # read once: the session's bucket holds only the running scenario's checkpoints
         return commits
 
 

@@ -173,11 +173,13 @@ class Pace:
         return self.step_seconds + (self.save_seconds if saved else 0.0)
 
 
-def recomputed_seconds(progress: Sequence[tuple[float, int]], disruptions: Sequence[float], pace: Pace) -> list[float]:
+def recomputed_seconds(
+    progress: Sequence[tuple[float, int] | tuple[float, int, str]], disruptions: Sequence[float], pace: Pace
+) -> list[float]:
     """Of each disruption's loss (:func:`extra_time_lost`), the simulated seconds spent doing steps
     again: every step logged after the disruption that the curve had already reached. How many
     there are is set by the checkpoint period, not by how fast the disruption was handled."""
-    events = sorted(progress)
+    events = sorted((entry[0], entry[1]) for entry in progress)
     starts = sorted(disruptions)
     result = []
     for index, start in enumerate(starts):
@@ -199,7 +201,7 @@ def recomputed_seconds(progress: Sequence[tuple[float, int]], disruptions: Seque
 
 
 def extra_time_lost(
-    progress: Sequence[tuple[float, int]],
+    progress: Sequence[tuple[float, int] | tuple[float, int, str]],
     disruptions: Sequence[float],
     pace: Pace,
     *,
@@ -208,36 +210,41 @@ def extra_time_lost(
 ) -> list[float]:
     """Simulated seconds of training progress each disruption cost, from the step log.
 
-    ``progress`` is every ``(time, step)`` a training run logged as completed (all runs, any
-    order); ``disruptions`` the times each disruption was set off. The progress curve (newest step
-    completed so far) is followed from one disruption to the next (or the end): whatever it took
-    longer than the undisturbed ``pace`` is that disruption's loss: detection, rescheduling,
-    start-up and recomputed steps together. Time in ``api_down`` (``(start, end)`` windows of a
-    sustained API outage) is left out: while the API answers 503 to everything, no one can delete
-    or create a workload.
+    ``progress`` is every ``(time, step, run)`` a training run logged as completed (all runs, any
+    order; ``run`` names the program that logged it, its head pod); ``disruptions`` the times each
+    disruption was set off. The progress curve (newest step completed so far) is followed from one
+    disruption until the training is past the newest step the disrupted run reached (or the next
+    disruption, or the end): whatever it took longer than the undisturbed ``pace`` is that
+    disruption's loss: detection, rescheduling, start-up and recomputed steps together. Once past,
+    the disruption is over: a slow step later is not its doing. Time in ``api_down``
+    (``(start, end)`` windows of a sustained API outage) is left out: while the API answers 503 to
+    everything, no one can delete or create a workload. Entries without a ``run`` are one run.
     """
 
     def outage_within(start: float, end: float) -> float:
         return sum(max(0.0, min(end, e) - max(start, s)) for s, e in api_down)
 
-    events = sorted(progress)
+    events = sorted((entry[0], entry[1], entry[2] if len(entry) > 2 else "") for entry in progress)
     starts = sorted(disruptions)
     losses = []
     for index, start in enumerate(starts):
         end = starts[index + 1] if index + 1 < len(starts) else (until if until is not None else float("inf"))
-        best, best_time = -1, None
-        for when, step in events:
+        best, best_time, best_run = -1, None, ""
+        for when, step, run in events:
             if when <= start and step > best:
-                best, best_time = step, when
+                best, best_time, best_run = step, when, run
         if best_time is None:
             continue
+        reached = max(step for _, step, run in events if run == best_run)  # the disrupted run, landing steps included
         lost, moved = 0.0, False
-        for when, step in events:
+        for when, step, _ in events:
             if when <= start or when > end or step <= best:
                 continue
             expected = sum(pace.interval(s) for s in range(best + 1, step + 1))
             lost += max(0.0, (when - best_time) - expected - outage_within(best_time, when))
             best, best_time, moved = step, when, True
+            if step > reached:
+                break
         if moved:  # a disruption the training never came back from cost no "extra" time: it ended the task
             losses.append(round(lost, 1))
     return losses

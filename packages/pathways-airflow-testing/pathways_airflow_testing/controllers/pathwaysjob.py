@@ -6,6 +6,10 @@ a new condition is appended when its type changes, the previous one flipping to 
 PathwaysJob keeps saying ``Running`` while its JobSet restarts, exactly the quirk the provider
 must see through. An invalid topology fails the job with ``terminalState: Failed`` and no
 condition, as the controller does.
+
+Like the upstream ``Reconcile`` (internal/controller/pathwaysjob_controller.go), it creates the
+JobSet whenever the PathwaysJob exists and the JobSet does not: a PathwaysJob being deleted in the
+foreground, or one that has finished, gets its JobSet back once that is deleted.
 """
 
 from __future__ import annotations
@@ -79,18 +83,17 @@ class PathwaysJobController(Controller):
 
     async def reconcile(self, namespace: str, name: str) -> None:
         job = self.store.find(self.pathwaysjobs, namespace, name)
-        if job is None or job["metadata"].get("deletionTimestamp"):
+        if job is None:
             return
         status = job.get("status") or {}
         jobset = self.store.find(self.jobsets, namespace, name)
         if jobset is None:
-            if status.get("terminalState"):
-                return
             try:
                 workload, user_pod_spec = workload_from_pathwaysjob(job)
             except InvalidWorkloadSpec as error:
-                self.set_status(self.pathwaysjobs, job, {**status, "terminalState": "Failed"})
-                self.event(job, "InvalidSpec", f"Invalid topology!!! {error}", type_="Warning")
+                if status.get("terminalState") != "Failed":
+                    self.set_status(self.pathwaysjobs, job, {**status, "terminalState": "Failed"})
+                    self.event(job, "InvalidSpec", f"Invalid topology!!! {error}", type_="Warning")
                 return
             manifest = render_jobset(
                 workload,

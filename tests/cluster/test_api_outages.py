@@ -8,12 +8,14 @@ and gives up only after ``api_outage_seconds`` of failures or at the task's dead
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 import pytest
 
 from pathways_airflow.hooks.pathways import ClusterTarget, PathwaysHook
+from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.resources import JOBSET, PATHWAYSJOB
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
@@ -188,12 +190,8 @@ def test_a_burst_of_errors_while_making_room_costs_a_few_looks_not_each_calls_ba
     """Before a resubmission the worker deletes the old attempt and looks until its pods are
     stopping. Four 503s in a row on the pods' listing cost four quick looks (0.1 s, doubling), not
     the hook's backoff (0.5 + 1.2 + 2.8 + 4.5 s: chaos seed 370031 lost nine real seconds so)."""
-    import logging
-
-    from pathways_airflow.hooks.reclaim import delete_making_room
-
     hook = submit_training("room-burst", backend="pathwaysjob")
-    wait_for(lambda: hook.list(JOBSET, "default") and any(j["metadata"]["name"] == "room-burst" for j in hook.list(JOBSET, "default")), timeout=30)
+    wait_for(lambda: hook.get(JOBSET, "default", "room-burst"), timeout=30, what="the PathwaysJob's JobSet")
     pathways_cluster.inject_fault(r"/namespaces/default/pods$", status=503, count=4, methods=["GET"], watch=False)
     started = time.monotonic()
     with caplog.at_level(logging.INFO, logger="pathways_airflow.hooks.reclaim"):

@@ -10,6 +10,7 @@ violations, extra time lost per disruption) goes to ``$PATHWAYS_CHAOS_REPORT`` (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -74,8 +75,28 @@ def chaos_cluster(request: pytest.FixtureRequest):
     crds = request.config.getoption("--pathways-crds", default=None) or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     pools = [NodePool("default-pool", "n2-standard-64", nodes=3), *(tpu_pool(name, "ct5lp-hightpu-4t", "2x4") for name in TPU_POOLS)]
     cluster = LocalCluster(node_pools=pools, crds=[crds] if crds else None, speed=SPEED, slice_loss_detection=SLICE_LOSS_DETECTION)
-    with cluster, cluster.client_environment_set():
+    with cluster, cluster.client_environment_set(), collector_margin_in_cluster_time():
         yield cluster
+
+
+@contextlib.contextmanager
+def collector_margin_in_cluster_time():
+    """The provider's margin for a late garbage collector, scaled to the cluster's speed.
+
+    The plans make the collector late in cluster time (10, 30 or 120 s: a fraction of a real
+    second at speed 60), and the margin says how much cluster time the collector may take before
+    the provider does its work (5 s). Unscaled, the margin would be 300 s of this cluster's time,
+    the collector would always come first, and the late-collector scenarios would measure the
+    collector's delay instead of the provider's answer to it.
+    """
+    from pathways_airflow.state import reclaim
+
+    kept = reclaim.COLLECTOR_MARGIN_SECONDS
+    reclaim.COLLECTOR_MARGIN_SECONDS = kept / SPEED
+    try:
+        yield
+    finally:
+        reclaim.COLLECTOR_MARGIN_SECONDS = kept
 
 
 def report_path(config: pytest.Config) -> Path:

@@ -10,7 +10,6 @@ violations, extra time lost per disruption) goes to ``$PATHWAYS_CHAOS_REPORT`` (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -75,13 +74,14 @@ def chaos_cluster(request: pytest.FixtureRequest):
     crds = request.config.getoption("--pathways-crds", default=None) or os.environ.get("PATHWAYS_AIRFLOW_CRDS")
     pools = [NodePool("default-pool", "n2-standard-64", nodes=3), *(tpu_pool(name, "ct5lp-hightpu-4t", "2x4") for name in TPU_POOLS)]
     cluster = LocalCluster(node_pools=pools, crds=[crds] if crds else None, speed=SPEED, slice_loss_detection=SLICE_LOSS_DETECTION)
-    with cluster, cluster.client_environment_set(), collector_margin_in_cluster_time():
+    with cluster, cluster.client_environment_set():
         yield cluster
 
 
-@contextlib.contextmanager
-def collector_margin_in_cluster_time():
-    """The provider's margin for a late garbage collector, scaled to the cluster's speed.
+@pytest.fixture(autouse=True)
+def collector_margin_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's margin for a late garbage collector, scaled to the cluster's speed, for each
+    chaos test only (the cluster tests of the same session keep the real one).
 
     The plans make the collector late in cluster time (10, 30 or 120 s: a fraction of a real
     second at speed 60), and the margin says how much cluster time the collector may take before
@@ -91,12 +91,7 @@ def collector_margin_in_cluster_time():
     """
     from pathways_airflow.state import reclaim
 
-    kept = reclaim.COLLECTOR_MARGIN_SECONDS
-    reclaim.COLLECTOR_MARGIN_SECONDS = kept / SPEED
-    try:
-        yield
-    finally:
-        reclaim.COLLECTOR_MARGIN_SECONDS = kept
+    monkeypatch.setattr(reclaim, "COLLECTOR_MARGIN_SECONDS", reclaim.COLLECTOR_MARGIN_SECONDS / SPEED)
 
 
 def report_path(config: pytest.Config) -> Path:

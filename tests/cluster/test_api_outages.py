@@ -202,3 +202,34 @@ def test_a_burst_of_errors_while_making_room_costs_a_few_looks_not_each_calls_ba
     assert took < 3.0, took
     looked_again = [r.getMessage() for r in caplog.records if "looking again" in r.getMessage()]
     assert len(looked_again) == 4 and "503" in looked_again[0], looked_again
+
+
+
+def test_an_evidence_write_the_api_holds_up_does_not_hold_up_the_verdict(pathways_cluster):
+    """The trigger writes where the workers run on the PathwaysJob, as evidence for later; here the
+    API holds that PATCH for 20 s (as a client backoff through a burst of 500s would: chaos seed
+    370032 lost nine real seconds so) while maintenance ends the workload. The write goes on beside
+    the watch: the verdict comes within the settle time, and the final verdict's own write, made
+    before the event, is answered at once."""
+    pathwaysjob(pathways_cluster, "evidence-write")
+    pathways_cluster.inject_fault(r"/pathwaysjobs/evidence-write$", status=None, latency=20.0, count=1, methods=["PATCH"], watch=False)
+    trigger = PathwaysJobTrigger(name="evidence-write", namespace="default", backend="pathwaysjob", target=ClusterTarget().to_dict(), poll_interval=0.5)
+    ended_at: list[float] = []
+
+    def maintenance_while_the_write_is_held() -> None:
+        labels = {"jobset.sigs.k8s.io/jobset-name": "evidence-write", "jobset.sigs.k8s.io/replicatedjob-name": "worker"}
+        workers = wait_for(lambda: [p for p in pathways_cluster.list("v1", "Pod", "default", labels=labels) if p["status"].get("phase") == "Running"], timeout=30)
+        time.sleep(1.0)  # the trigger has seen them run and made its write
+        node = pathways_cluster.get("v1", "Node", workers[0]["spec"]["nodeName"], namespace=None)
+        pathways_cluster.maintenance(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"], duration=600, wait=False)
+        wait_for(lambda: (pathways_cluster.get(PATHWAYS_API, "PathwaysJob", "evidence-write") or {}).get("status", {}).get("terminalState"), timeout=60)
+        ended_at.append(time.monotonic())
+
+    try:
+        event = first_event(trigger, timeout=120, during=maintenance_while_the_write_is_held)
+    finally:
+        pathways_cluster.clear_faults()
+    took = time.monotonic() - ended_at[0]
+    assert event["state"]["phase"] == "FAILED" and event["classification"]["verdict"] != "USER_ERROR", event
+    assert took < 8.0, took
+    PathwaysHook().delete(PATHWAYSJOB, "default", "evidence-write")

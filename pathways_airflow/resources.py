@@ -22,6 +22,10 @@ class Resource:
     """How a DELETE of one hands its dependents over: foreground, so the owner stays (marked) until
     its pods are gone, unless its controller would bring a dependent back (:data:`PATHWAYSJOB`)."""
 
+    def delete_body(self, propagation: str | None = None) -> dict[str, str]:
+        """A DELETE's body: ``propagation``, or by default this resource's :attr:`propagation`."""
+        return {"propagationPolicy": propagation or self.propagation}
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version

@@ -195,9 +195,7 @@ class PathwaysHook(_ClusterHook):
     ) -> bool:
         """Delete with dependents (by default as :attr:`Resource.propagation` says); ``False`` if it was gone."""
         try:
-            self.request(
-                "DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation or resource.propagation}, attempts=attempts
-            )
+            self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation), attempts=attempts)
             return True
         except Exception as error:
             return absent(error, False)
@@ -460,7 +458,7 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None) -> bool:
         try:
-            await self.request("DELETE", object_path(resource, namespace, name), body={"propagationPolicy": propagation or resource.propagation})
+            await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation))
             return True
         except Exception as error:
             return absent(error, False)

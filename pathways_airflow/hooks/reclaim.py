@@ -38,7 +38,8 @@ def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *,
     jobset = hook.get(JOBSET, namespace, workload, attempts=attempts)
     selector = well_known.jobset_selector(workload)
     jobs = hook.list(JOB, namespace, label_selector=selector, attempts=attempts)
-    leftovers = left_behind([jobset] if jobset else [], jobs, hook.list(POD, namespace, label_selector=selector, attempts=attempts), waited)
+    pods = hook.list(POD, namespace, label_selector=selector, attempts=attempts)
+    leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)
     for resource, name in _chain_order(leftovers):
         hook.delete(resource, namespace, name, propagation="Background", attempts=attempts)
     if leftovers.to_delete:

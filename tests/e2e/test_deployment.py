@@ -7,9 +7,10 @@ few milliseconds during each scenario: never two live at once, and one created i
 
 - the triggerer is killed with SIGKILL while the task is deferred, a new one is started: the
   trigger resumes there and the task succeeds in its first try, with the one workload;
-- the task's worker (the task process and its supervisor) is killed right after it submitted:
-  the scheduler finds the task without a heartbeat, retries it, and the retry re-attaches to the
-  live workload instead of submitting another;
+- the task's worker (the task process and its supervisor) is killed right after the API server
+  accepted its PathwaysJob, before the task noted or deferred anything (the test DAG holds that
+  window open): the scheduler finds the task without a heartbeat, retries it, and the retry
+  re-attaches to the live workload, found by its task-key label, instead of submitting another;
 - the deferred task is marked failed through the REST API: the triggerer cancels the trigger and
   its ``on_kill`` deletes the workload;
 - ``pathways-airflow janitor`` asks the REST API about workloads labelled for that deferred task,
@@ -188,12 +189,11 @@ def test_triggerer_killed_while_deferred_a_new_one_finishes_the_task_with_one_wo
 
 def test_worker_killed_right_after_submitting_the_retry_adopts_the_workload(deployment, pathways_cluster):
     with scenario(deployment, pathways_cluster, "worker-kill") as (run_id, sampler):
-        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "40"}, run_id=run_id)
+        # The task holds 60 s after its PathwaysJob was accepted, before it notes or defers anything.
+        deployment.trigger(DAG_ID, {"steps": 60, "step_seconds": "40", "hold_after_submit": "60"}, run_id=run_id)
         ti = deployment.wait_for_task_state(DAG_ID, run_id, TASK_ID, {"running"}, timeout=90)
         task, supervisor = wait_until("the task's processes", lambda: deployment.task_processes(ti["id"]), 30, interval=0.02)
-        # React as soon as the PathwaysJob exists (a tight loop here, not the sampler's period):
-        # the task has submitted it but not deferred yet.
-        wait_until("the task's PathwaysJob", sampler.jobs, 60, interval=0.002)
+        wait_until("the task's PathwaysJob", sampler.jobs, 60, interval=0.02)
         alive_at_kill = is_running(task)
         kill_tree([task, supervisor])
         killed_at = time.monotonic()

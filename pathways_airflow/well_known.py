@@ -17,6 +17,7 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+JOB_RESTART_ATTEMPT = "jobset.sigs.k8s.io/job-restart-attempt"  # JobSet ≥ 0.12: pkg/constants/constants.go JobRestartAttemptKey
 COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
@@ -59,3 +60,8 @@ IMPENDING_TERMINATION = "cloud.google.com/impending-node-termination"
 
 # kubernetes/api core/v1/well_known_labels.go (LabelInstanceTypeStable).
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+# kubernetes/api core/v1/well_known_taints.go (TaintNodeOutOfService): put on a node that shut down
+# without notice, so that its pods are deleted (pod GC, DisruptionTarget reason DeletionByPodGC)
+# and their volumes detached: the node is not coming back as it was.
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"

@@ -294,7 +294,7 @@ def restarts_forever_on_a_bug(manifest: Mapping[str, Any]) -> str | None:
     failure (a bug's exit is one, once the provider's exit-code rule is on the program's job)
     rather than only a disruption's."""
     for rule in ((manifest.get("spec") or {}).get("failurePolicy") or {}).get("rules") or ():
-        if rule.get("action") != "RestartJobSetAndIgnoreMaxRestarts" or _keeps_disruptions_free(rule):
+        if rule.get("action") not in RESTARTS_IGNORING_MAX or _keeps_disruptions_free(rule):
             continue
         reasons = rule.get("onJobFailureReasons") or ()
         if (not reasons and not rule.get("onJobFailureMessagePatterns")) or "PodFailurePolicy" in reasons:
@@ -303,10 +303,16 @@ def restarts_forever_on_a_bug(manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
+RESTARTS_IGNORING_MAX = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
+"""The failure policy actions that restart without spending ``maxRestarts``: the whole JobSet, or
+(JobSet ≥ 0.12) only the failed Job (``api/jobset/v1alpha2/jobset_types.go``)."""
+
+
 def _keeps_disruptions_free(rule: Mapping[str, Any]) -> bool:
-    """A rule that restarts without counting exactly when a pod failure policy failed a Job on a disruption."""
+    """A rule that restarts without counting (the JobSet, or only the disrupted Job) exactly when a
+    pod failure policy failed a Job on a disruption."""
     return (
-        rule.get("action") == "RestartJobSetAndIgnoreMaxRestarts"
+        rule.get("action") in RESTARTS_IGNORING_MAX
         and "PodFailurePolicy" in (rule.get("onJobFailureReasons") or ())
         and any("DisruptionTarget" in pattern for pattern in rule.get("onJobFailureMessagePatterns") or ())
     )

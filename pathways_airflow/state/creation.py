@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from pathways_airflow import well_known
 from pathways_airflow.state.api_time import to_the_second
+from pathways_airflow.state.workload_parts import of_current_run
 
 JOB_CREATION_FAILED = "JobCreationFailed"
 
@@ -40,16 +40,13 @@ def events_selector(kind: str, name: str) -> str:
 
 def children_missing(top: Mapping[str, Any] | None, jobset: Mapping[str, Any] | None, jobs: Iterable[Mapping[str, Any]]) -> bool:
     """Whether some child object should exist and does not: the PathwaysJob's JobSet, or a Job of the
-    JobSet's current attempt. Only then are the events worth reading."""
+    JobSet's current run. Only then are the events worth reading."""
     if top is None:
         return False
     if jobset is None:
         return top.get("kind") == "PathwaysJob"
-    spec, status = jobset.get("spec") or {}, jobset.get("status") or {}
-    expected = sum(int(r.get("replicas", 1)) for r in spec.get("replicatedJobs") or ())
-    attempt = str(status.get("restarts", 0))
-    current = [j for j in jobs if ((j.get("metadata") or {}).get("labels") or {}).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
-    return len(current) < expected
+    expected = sum(int(r.get("replicas", 1)) for r in (jobset.get("spec") or {}).get("replicatedJobs") or ())
+    return len(of_current_run(jobs, jobset)) < expected
 
 
 def _when(event: Mapping[str, Any]) -> str:

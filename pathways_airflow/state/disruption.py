@@ -20,7 +20,7 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
-from pathways_airflow.state.workload_parts import head_job_name, worker_job_name, worker_replicated_job
+from pathways_airflow.state.workload_parts import head_job_name, is_of_current_restart_attempt, worker_job_name, worker_replicated_job
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
@@ -89,6 +89,8 @@ def node_disruption(node: Mapping[str, Any] | None) -> tuple[Verdict, str] | Non
         return Verdict.MAINTENANCE, f"node {name}: {well_known.ACTIVE_MAINTENANCE}={labels[well_known.ACTIVE_MAINTENANCE]}"
     if labels.get(well_known.SPOT) == "true" and (well_known.IMPENDING_TERMINATION in taints or (ready and ready.get("status") != "True")):
         return Verdict.PREEMPTION, f"node {name}: Spot, being reclaimed"
+    if well_known.OUT_OF_SERVICE in taints:
+        return Verdict.SLICE_FAILURE, f"node {name}: {well_known.OUT_OF_SERVICE} taint"
     if well_known.IMPENDING_TERMINATION in taints:
         if well_known.SCHEDULED_MAINTENANCE in labels:
             return Verdict.MAINTENANCE, f"node {name}: {well_known.IMPENDING_TERMINATION} taint, maintenance scheduled"
@@ -175,7 +177,7 @@ def classify(
             found = true_condition(kueue_workload, type_)
             if found:
                 return Classification(Verdict.QUEUE_EVICTION, (f"Kueue Workload {type_} ({found.get('reason', '')}): {found.get('message', '')}",))
-    attempt, current = _current_attempt(pods, jobset)
+    current = _current_pods(pods, jobset)
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or ()}
 
     evidence: list[str] = []
@@ -201,7 +203,7 @@ def classify(
         if _failed_on_a_disruption(job):
             evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {(true_condition(job, 'Failed') or {}).get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
-    current_jobs = [j for j in jobs if attempt is None or _labels(j).get(well_known.RESTART_ATTEMPT, attempt) == attempt]
+    current_jobs = _of_attempt(jobs, jobset)
     for sign in lost_workers(current_jobs, current, worker_job_name(jobset)):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
@@ -238,10 +240,16 @@ def classify(
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
 
 
-def _current_attempt(pods: Sequence[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> tuple[str | None, list[Mapping[str, Any]]]:
-    """The JobSet's restart attempt and its pods (all of them when none carries it)."""
-    attempt = str((jobset or {}).get("status", {}).get("restarts", 0)) if jobset else None
-    return attempt, [p for p in pods if attempt is None or _labels(p).get(well_known.RESTART_ATTEMPT, attempt) == attempt] or list(pods)
+def _of_attempt(objs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The Jobs or pods of the JobSet's current restart attempt, Jobs restarted alone within it
+    included (:func:`~pathways_airflow.state.workload_parts.is_of_current_restart_attempt`); all
+    of them without a JobSet."""
+    return [o for o in objs if jobset is None or is_of_current_restart_attempt(o, jobset)]
+
+
+def _current_pods(pods: Sequence[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pods of the JobSet's current restart attempt (:func:`_of_attempt`); all of them when none is."""
+    return _of_attempt(pods, jobset) or list(pods)
 
 
 def _failed_on_a_disruption(job: Mapping[str, Any]) -> bool:
@@ -254,7 +262,7 @@ def shown_without_nodes(pods: Sequence[Mapping[str, Any]], jobs: Iterable[Mappin
     its node shut down or evicted, a Job failed on ``DisruptionTarget``). The nodes then only tell
     which kind it was, so a verdict need not wait long for them (:data:`NODES_REFINE_WITHIN_SECONDS`);
     where only the nodes can vouch that a failure was no bug, the verdict waits for them."""
-    _, current = _current_attempt(pods, jobset)
+    current = _current_pods(pods, jobset)
     return any(pod_disruption(p) is not None for p in current) or any(_failed_on_a_disruption(j) for j in jobs)
 
 

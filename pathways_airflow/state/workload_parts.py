@@ -2,7 +2,7 @@
 
 The readers every rule about a workload is built from, apart from the rules themselves
 (:mod:`pathways_airflow.state.status`, the state machine): which pods belong to the JobSet's
-current restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``), which one is the head,
+current run (labels ``jobset.sigs.k8s.io/restart-attempt`` and ``job-restart-attempt``), which one is the head,
 how many slices are ready, which container is the user's and how it exited, and which pods the
 infrastructure ended. The operator and the triggers use them for logs and XCom values too.
 
@@ -77,9 +77,21 @@ def is_being_deleted(obj: Obj | None) -> bool:
 # --- restart attempts, head and slices ---------------------------------------------------------
 
 
+def _job_restarts(jobset: Obj | None) -> dict[tuple[str, str], int]:
+    """Each child Job's own restarts, by (replicated job, job index): JobSet ≥ 0.12's
+    ``status.replicatedJobsStatus[].jobRestarts`` (``api/jobset/v1alpha2/jobset_types.go``), bumped
+    by the ``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts`` failure policy actions."""
+    counts: dict[tuple[str, str], int] = {}
+    for entry in status_of(jobset).get("replicatedJobsStatus") or ():
+        for index, restarts in enumerate((entry or {}).get("jobRestarts") or ()):
+            counts[(str(entry.get("name", "")), str(index))] = as_int(restarts, 0)
+    return counts
+
+
 def restarts_of(jobset: Obj | None) -> int:
-    """``status.restarts`` of a JobSet: every restart so far, counted towards ``maxRestarts`` or not."""
-    return as_int(status_of(jobset).get("restarts"), 0)
+    """Every in-place restart so far, counted towards ``maxRestarts`` or not: the JobSet's own
+    (``status.restarts``, every child Job recreated) and each child Job's alone (``jobRestarts``)."""
+    return as_int(status_of(jobset).get("restarts"), 0) + sum(_job_restarts(jobset).values())
 
 
 def _attempt_label(pod: Obj) -> int | None:
@@ -87,8 +99,50 @@ def _attempt_label(pod: Obj) -> int | None:
     return as_int(value, -1) if value is not None else None
 
 
+def is_of_current_restart_attempt(obj: Obj, jobset: Obj) -> bool:
+    """Whether a child Job or pod carries the JobSet's ``restart-attempt`` (or none: older JobSets).
+
+    Jobs restarted alone within it count: a head that ran through a per-Job restart lived through
+    its slice's disruption, and may have died of it (a Pathways program loses its slice), so the
+    disruption evidence of why the attempt ends is read here."""
+    attempt = labels_of(obj).get(well_known.RESTART_ATTEMPT)
+    return attempt is None or as_int(attempt, -1) == as_int(status_of(jobset).get("restarts"), 0)
+
+
+def is_of_current_run(obj: Obj, jobset: Obj) -> bool:
+    """Whether a child Job or pod belongs to the JobSet's current run, as JobSet's controller tells
+    its own Jobs apart (``pkg/controllers/jobset_controller.go``, ``getChildJobs``): the JobSet's
+    ``restart-attempt``, and a ``job-restart-attempt`` not below its Job's entry of ``jobRestarts``.
+    An object without the labels counts as current (a JobSet older than the labels)."""
+    if not is_of_current_restart_attempt(obj, jobset):
+        return False
+    labels = labels_of(obj)
+    own = labels.get(well_known.JOB_RESTART_ATTEMPT)
+    target = _job_restarts(jobset).get((labels.get(well_known.REPLICATED_JOB, ""), labels.get(well_known.JOB_INDEX, "0")), 0)
+    return own is None or as_int(own, -1) >= target
+
+
+def of_current_run(objs: Iterable[Obj], jobset: Obj | None) -> list[Obj]:
+    """The objects of the JobSet's current run (:func:`is_of_current_run`); all of them without a JobSet."""
+    return [o for o in objs if jobset is None or is_of_current_run(o, jobset)]
+
+
+def as_of_restart(jobset: Obj, restart: int) -> dict[str, Any]:
+    """The JobSet as its run numbered ``restart`` (0: the first; :func:`restarts_of` counts them) saw
+    itself, for judging why that run ended: its restart attempt, and no per-Job restart told apart
+    (the pods of a Job restarted alone stay in view, the evidence of why it was).
+
+    Without per-Job restarts the run is exactly that restart attempt. With them, the JobSet does
+    not say how they interleaved with its own restarts: the run is placed in the newest restart
+    attempt it can have been in."""
+    status = {k: v for k, v in status_of(jobset).items() if k != "replicatedJobsStatus"}
+    status["restarts"] = max(0, min(restart, as_int(status_of(jobset).get("restarts"), 0)))
+    return {**jobset, "status": status}
+
+
 def current_attempt(observation: Observation) -> int:
-    """The restart attempt the JobSet is on; without a JobSet, the newest attempt any pod carries."""
+    """The run the JobSet is on, numbered by its in-place restarts so far (:func:`restarts_of`);
+    without a JobSet, the newest restart attempt any pod carries."""
     if observation.jobset is not None:
         return restarts_of(observation.jobset)
     attempts = [a for a in (_attempt_label(p) for p in observation.pods) if a is not None]
@@ -96,7 +150,10 @@ def current_attempt(observation: Observation) -> int:
 
 
 def pods_of_current_attempt(observation: Observation) -> list[Obj]:
-    """Pods of the attempt the JobSet is on, plus any pod without an attempt label."""
+    """Pods of the JobSet's current run (:func:`is_of_current_run`); without a JobSet, those of the
+    newest restart attempt any pod carries, plus any pod without an attempt label."""
+    if observation.jobset is not None:
+        return of_current_run(observation.pods, observation.jobset)
     attempt = current_attempt(observation)
     return [p for p in observation.pods if _attempt_label(p) in (None, attempt)]
 

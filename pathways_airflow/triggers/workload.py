@@ -258,14 +258,15 @@ class PathwaysJobTrigger(KillableTrigger):
         return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs), attempt), again.jobs
 
     async def _classify(self, observation: model.Observation, live: wait_memory.Jobs, attempt: int | None = None) -> disruption.Classification:
-        """Why restart attempt ``attempt`` (default: the current one) stopped: the pods and Jobs as
-        last seen (deleted ones too, a Job as it was before its deletion began: ``live``), the nodes
-        now, and a disruption an earlier trigger saw during that attempt and wrote on the workload."""
+        """Why run ``attempt`` (numbered by in-place restarts: :func:`~pathways_airflow.state.workload_parts.current_attempt`;
+        default: the current one) stopped: the pods and Jobs as last seen (deleted ones too, a Job
+        as it was before its deletion began: ``live``), the nodes now, and a disruption an earlier
+        trigger saw during that run and wrote on the workload."""
         jobs = list({**{j["metadata"]["name"]: j for j in observation.jobs}, **live}.values())
         attempt = workload_parts.current_attempt(observation) if attempt is None else attempt
         jobset = observation.jobset
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
-            jobset = {**jobset, "status": {**(jobset.get("status") or {}), "restarts": attempt}}
+            jobset = workload_parts.as_of_restart(jobset, attempt)
         proven = disruption.shown_without_nodes(observation.pods, jobs, jobset)
         nodes = await self._nodes(proven)
         top = wait_memory.top_of(observation)

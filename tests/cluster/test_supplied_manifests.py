@@ -294,3 +294,40 @@ def test_googles_jetstream_on_pathways_leaderworkerset_deploys_serves_and_is_tor
         assert PathwaysHook().service_get_status("default", served["service"], 8000, "/healthcheck")[0] == 200
         TeardownInferenceServerOperator(task_id="down", deploy_task_id="byo_jetstream", cleanup_timeout=20).execute({"ti": TaskInstance(ti.dag_id, "down", ti.run_id)})
     eventually_nothing_left(pathways_cluster, TaskIdentity(ti.dag_id, ti.task_id, ti.run_id))
+
+
+def test_a_slice_a_supplied_jobset_restarts_alone_is_still_the_disruption_its_head_died_of(pathways_cluster):
+    """JobSet ≥ 0.12: the user's rule ``RestartJobAndIgnoreMaxRestarts`` on a disruption recreates
+    only the Job whose slice went. The slice is shut down without notice and marked
+    ``node.kubernetes.io/out-of-service``; its pods are deleted (``DeletionByPodGC``), the worker
+    Job fails on its pod failure policy and the JobSet recreates that Job alone. The Pathways head
+    ran on through it and loses its slice (exit 1), which the bug rule turns into a failed JobSet:
+    the task counts the per-Job restart, judges the failure a slice loss and not a bug, and
+    resubmits, resuming from the newest committed step."""
+    task_id, run = "byo-restart-job", f"byo-{uuid.uuid4().hex[:6]}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    document, container = local("xpk-pathways-jobset.yaml", run)
+    document["spec"]["failurePolicy"]["rules"] = [{
+        "name": "slice-back", "action": "RestartJobAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"],
+        "onJobFailureMessagePatterns": ["DisruptionTarget"], "targetReplicatedJobs": ["worker"],
+    }]
+    worker = document["spec"]["replicatedJobs"][1]["template"]["spec"]
+    worker["backoffLimit"] = 0
+    worker["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    worker["template"]["spec"]["restartPolicy"] = "Never"
+    prefix = document["metadata"]["name"][:10].rstrip("-")
+    disrupt = when_step(pathways_cluster, identity, 15, lambda pool: pathways_cluster.lose_slice(pool, downtime=600, out_of_service=True),
+                        container=container, prefix=prefix)
+    with LiveWorkloads(pathways_cluster, identity, api="jobset.x-k8s.io/v1alpha2", kind="JobSet") as live:
+        result = task(task_id, document, checkpoint_dir=f"gs://pathways-demo/maxtext/{run}/checkpoints").execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    disrupt.join(1)
+    assert live.most == 1 and result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 19
+    assert result["name"] == identity.workload_name(1, prefix)
+    in_place = [d for d in result["disruptions"] if d.get("handled_by") == "JobSet restart"]
+    resubmitted = [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+    assert [d["kind"] for d in in_place] == ["SLICE_FAILURE"], result["disruptions"]
+    assert any("DeletionByPodGC" in e for e in in_place[0]["evidence"]), in_place[0]["evidence"]
+    [lost] = resubmitted
+    assert lost["kind"] == "SLICE_FAILURE" and lost["resumed_from_step"] == 10, lost
+    assert any("node.kubernetes.io/out-of-service" in e or "DeletionByPodGC" in e for e in lost["evidence"]), lost["evidence"]
+    wait_for(lambda: gone(identity, prefix), timeout=30)

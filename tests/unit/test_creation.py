@@ -86,6 +86,25 @@ def test_only_missing_children_of_the_current_attempt_are_worth_a_look():
     assert children_missing(pathwaysjob, None, []) and not children_missing(None, None, [])
 
 
+def test_a_job_the_jobset_restarts_alone_is_missing_until_it_is_created_again():
+    """JobSet ≥ 0.12 (``RestartJob``): ``jobRestarts`` counts a Job's own restarts, and its Job of an
+    earlier ``job-restart-attempt`` is on its way out."""
+    restarted = jobset()
+    restarted["status"]["replicatedJobsStatus"] = [{"name": "worker", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0, "jobRestarts": [0, 1]}]
+
+    def worker(index: int, job_attempt: int) -> dict[str, Any]:
+        made = job(f"train-worker-{index}")
+        made["metadata"]["labels"].update({
+            "jobset.sigs.k8s.io/replicatedjob-name": "worker", "jobset.sigs.k8s.io/job-index": str(index),
+            "jobset.sigs.k8s.io/job-restart-attempt": str(job_attempt),
+        })
+        return made
+
+    head = job("train-pathways-head-0")
+    assert children_missing(restarted, restarted, [head, worker(0, 0), worker(1, 0)])
+    assert not children_missing(restarted, restarted, [head, worker(0, 0), worker(1, 1)])
+
+
 def test_a_pathwaysjob_without_a_jobset_past_the_grace_period_is_stuck():
     pathwaysjob = {"kind": "PathwaysJob", "metadata": {"name": "train", "creationTimestamp": "2026-11-22T07:40:00Z"}}
     assert creation_failure(pathwaysjob, None, [], [], JOBSET_GRACE_SECONDS - 1) is None

@@ -73,6 +73,58 @@ def test_slice_loss_from_a_node_that_is_not_ready_or_gone():
     assert classify(pods=[pod(disruption="DeletionByTaintManager")], nodes=[]).verdict is Verdict.SLICE_FAILURE
 
 
+def test_a_node_marked_out_of_service_lost_its_slice():
+    """A non-graceful shutdown: the node is tainted ``node.kubernetes.io/out-of-service`` and the pod
+    garbage collector deletes its pods (``DeletionByPodGC``) though it may still say Ready."""
+    out = copy.deepcopy(NODE)
+    out["spec"]["taints"].append({"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"})
+    verdict = classify(pods=[pod(disruption="DeletionByPodGC")], nodes=[out])
+    assert verdict.verdict is Verdict.SLICE_FAILURE
+    assert f"node {NODE_NAME}: node.kubernetes.io/out-of-service taint" in verdict.evidence
+
+
+def restarted_alone(jobset_status: dict) -> tuple[dict, list[dict]]:
+    """A JobSet whose worker Job 1 was restarted alone (``RestartJob``) after its slice went down, and
+    whose head then exited 1 in the current run."""
+    jobset = {
+        "kind": "JobSet",
+        "spec": {"replicatedJobs": [{"name": "pathways-head", "replicas": 1}, {"name": "worker", "replicas": 2}]},
+        "status": jobset_status,
+    }
+    old_worker = pod("train-worker-1-0-old", disruption="DeletionByTaintManager")
+    new_worker = pod("train-worker-1-0-new")
+    for made, attempt in ((old_worker, "0"), (new_worker, "1")):
+        made["metadata"]["labels"].update({"jobset.sigs.k8s.io/job-index": "1", "jobset.sigs.k8s.io/job-restart-attempt": attempt})
+    head = pod("train-pathways-head-0-0-x", job="pathways-head", exit_code=1)
+    return jobset, [head, old_worker, new_worker]
+
+
+def test_a_slice_restarted_alone_under_the_running_head_is_what_the_head_died_of():
+    """The head ran through the per-Job restart: a Pathways program loses its slice and exits 1,
+    and the JobSet's bug rule may then fail it. The lost slice is the cause, not a bug; in the
+    next restart attempt (a new head) that disruption no longer counts."""
+    status = {"restarts": 0, "replicatedJobsStatus": [{"name": "worker", "ready": 1, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0, "jobRestarts": [0, 1]}]}
+    jobset, pods = restarted_alone(status)
+    verdict = classify(pods=pods, nodes=[NODE], jobset=jobset)
+    assert verdict.verdict is Verdict.SLICE_FAILURE and any("train-worker-1-0-old" in e for e in verdict.evidence)
+    for made in pods:
+        made["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "0" if "old" in made["metadata"]["name"] else "1"
+    verdict = classify(pods=pods, nodes=[NODE], jobset={**jobset, "status": {**status, "restarts": 1}})
+    assert (verdict.verdict, verdict.exit_code) == (Verdict.USER_ERROR, 1)
+
+
+def test_the_run_a_job_restarted_alone_ended_is_judged_with_its_pods():
+    from pathways_airflow.state.workload_parts import as_of_restart, restarts_of
+
+    status = {"restarts": 0, "replicatedJobsStatus": [{"name": "worker", "ready": 1, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0, "jobRestarts": [0, 1]}]}
+    jobset, pods = restarted_alone(status)
+    assert restarts_of(jobset) == 1
+    ended = as_of_restart(jobset, 0)
+    running = [p for p in pods if p["metadata"]["name"] != "train-pathways-head-0-0-x"]
+    verdict = classify(pods=running, nodes=[NODE], jobset=ended)
+    assert verdict.verdict is Verdict.SLICE_FAILURE and any("train-worker-1-0-old" in e for e in verdict.evidence)
+
+
 def test_kueue_eviction():
     workload = {"status": {"conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a workload"}]}}
     verdict = classify(pods=[], nodes=[], kueue_workload=workload)

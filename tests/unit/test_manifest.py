@@ -213,6 +213,19 @@ def test_a_failure_policy_that_would_restart_a_bug_forever_is_refused():
     assert "restarts ignoring maxRestarts on every failure" in refusal(document)
     document["spec"]["failurePolicy"]["rules"] = [{"name": "pfp", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"]}]
     assert "on every pod-failure-policy failure, not only on DisruptionTarget" in refusal(document)
+    document["spec"]["failurePolicy"]["rules"] = [{"name": "job-always", "action": "RestartJobAndIgnoreMaxRestarts"}]
+    assert "rule job-always restarts ignoring maxRestarts on every failure" in refusal(document)
+
+
+def test_a_rule_restarting_only_the_disrupted_job_for_free_keeps_disruptions_free():
+    """JobSet ≥ 0.12: ``RestartJobAndIgnoreMaxRestarts`` on a disruption recreates only the Job whose
+    slice went, at no cost to ``maxRestarts``; the provider adds no JobSet-wide rule before it."""
+    document = yaml.safe_load(text("xpk-pathways-jobset.yaml"))
+    own = {"name": "slice-back", "action": "RestartJobAndIgnoreMaxRestarts", "onJobFailureReasons": ["PodFailurePolicy"],
+           "onJobFailureMessagePatterns": ["DisruptionTarget"], "targetReplicatedJobs": ["worker"]}
+    document["spec"]["failurePolicy"]["rules"] = [own]
+    manifest, _ = supervise(read_manifest(document), name="a-b", namespace="default", labels={}, annotations={}, system_exit_codes=XPK_SYSTEM_EXIT_CODES)
+    assert [r["name"] for r in manifest["spec"]["failurePolicy"]["rules"]] == ["slice-back", "userErrorFailsJobSet"]
 
 
 def test_a_plain_multislice_jobset_is_supervised_on_the_job_every_pod_of_which_runs_the_program():

@@ -437,6 +437,23 @@ def test_a_disruption_of_an_earlier_attempt_does_not_excuse_a_bug_in_the_current
     assert state.cause is FailureCause.USER_CODE and state.exit_code == 3 and state.restarts == 1
 
 
+def test_a_slice_the_jobset_restarts_alone_is_a_restart_until_it_is_back():
+    """JobSet ≥ 0.12's ``RestartJob``: slice 1's Job is created again under ``job-restart-attempt`` 1
+    while slice 0 runs on; the restart counts, and the old Job's pods are not the current run's."""
+    def slice_1_restarted(job_attempt: str):
+        def edit(fields):
+            fields["jobset"]["status"]["replicatedJobsStatus"][0]["jobRestarts"] = [0, 1]
+            for pod in fields["pods"]:
+                index = pod["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"]
+                pod["metadata"]["labels"]["jobset.sigs.k8s.io/job-restart-attempt"] = job_attempt if index == "1" else "0"
+        return edit
+
+    coming_back = state_of("running_multislice", slice_1_restarted("0"))
+    assert (coming_back.phase, coming_back.slices_ready, coming_back.restarts) == (Phase.RESTARTING, 1, 1)
+    back = state_of("running_multislice", slice_1_restarted("1"))
+    assert (back.phase, back.slices_ready, back.restarts) == (Phase.RUNNING, 2, 1)
+
+
 def test_a_failed_headless_workload_is_never_blamed_on_user_code():
     def server_crashed(fields):
         set_condition(

@@ -52,6 +52,7 @@ from pathways_airflow_testing.nodes import (
     ACTIVE_MAINTENANCE_LABEL,
     IMPENDING_TERMINATION_TAINT,
     NODEPOOL_LABEL,
+    OUT_OF_SERVICE_TAINT,
     SCHEDULED_MAINTENANCE_LABEL,
     NodePool,
     default_node_pools,
@@ -651,17 +652,32 @@ class LocalCluster:
         if wait:
             started.wait(timeout=60)
 
-    def lose_slice(self, node_pool: str, *, downtime: float = 600.0, wait: bool = True) -> None:
-        """A slice's hosts stop responding: nodes NotReady, pods evicted by the taint manager."""
+    def lose_slice(self, node_pool: str, *, downtime: float = 600.0, wait: bool = True, out_of_service: bool = False) -> None:
+        """A slice's hosts stop responding: nodes NotReady, pods evicted by the taint manager.
+
+        With ``out_of_service``, the nodes shut down without notice and are marked as such (the
+        ``node.kubernetes.io/out-of-service:NoExecute`` taint of a non-graceful node shutdown,
+        kubernetes/api core/v1/well_known_taints.go): the pod garbage collector deletes their pods
+        (``DisruptionTarget`` reason ``DeletionByPodGC``) until the taint is lifted after ``downtime``."""
         self._pool_nodes(node_pool)
         started = threading.Event()
 
+        def shut_down(node: dict[str, Any]) -> None:
+            _set_ready(node, False, "NodeStatusUnknown", self.clock.timestamp())
+            if out_of_service:
+                taints = [t for t in node["spec"].get("taints") or () if t["key"] != OUT_OF_SERVICE_TAINT]
+                node["spec"]["taints"] = [*taints, {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}]
+
+        def back(node: dict[str, Any]) -> None:
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != OUT_OF_SERVICE_TAINT]
+            _set_ready(node, True, "KubeletReady", self.clock.timestamp())
+
         async def run() -> None:
-            self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeStatusUnknown", self.clock.timestamp()))
-            await self._terminate_pods_on(node_pool, "DeletionByTaintManager", grace=0.0, delete=True)
+            self._update_nodes(node_pool, shut_down)
+            await self._terminate_pods_on(node_pool, "DeletionByPodGC" if out_of_service else "DeletionByTaintManager", grace=0.0, delete=True)
             started.set()
             await self.clock.sleep(downtime)
-            self._update_nodes(node_pool, lambda n: _set_ready(n, True, "KubeletReady", self.clock.timestamp()))
+            self._update_nodes(node_pool, back)
 
         self.call(lambda: self._spawn(run()))
         if wait:

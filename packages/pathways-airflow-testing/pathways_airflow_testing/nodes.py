@@ -20,6 +20,7 @@ RESERVATION_LABEL = "cloud.google.com/reservation-name"
 SCHEDULED_MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
 ACTIVE_MAINTENANCE_LABEL = "cloud.google.com/active-node-maintenance"
 IMPENDING_TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
+OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"  # kubernetes/api core/v1/well_known_taints.go
 TPU_RESOURCE = "google.com/tpu"
 TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 

@@ -5,6 +5,13 @@ JobSet labels (``restart-attempt`` among them); a failed child Job is matched ag
 failure policy rules in order (reason, message pattern, target replicated job), and the first
 match decides: fail the JobSet, restart it counting towards ``maxRestarts``, or restart it
 without counting. A restart recreates every child Job under the next ``restart-attempt``.
+
+JobSet 0.12's ``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts`` recreate only the failed Job
+(``pkg/controllers/failure_policy.go``, ``failurePolicyRecreateJob``): they bump its entry of
+``status.replicatedJobsStatus[].jobRestarts`` (and of ``jobRestartsCountTowardsMax`` for
+``RestartJob``), a Job whose ``jobset.sigs.k8s.io/job-restart-attempt`` label is below its entry is
+deleted and created again with the new value (``jobset_controller.go``), and ``maxRestarts`` is
+compared with the global and the per-Job counted restarts together (``totalRestartsCountTowardsMax``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ REPLICATED_JOB_REPLICAS = f"{PREFIX}/replicatedjob-replicas"
 JOB_INDEX = f"{PREFIX}/job-index"
 JOB_GLOBAL_INDEX = f"{PREFIX}/job-global-index"
 RESTART_ATTEMPT = f"{PREFIX}/restart-attempt"
+JOB_RESTART_ATTEMPT = f"{PREFIX}/job-restart-attempt"  # pkg/constants/constants.go JobRestartAttemptKey
 JOB_KEY = f"{PREFIX}/job-key"
 COORDINATOR = f"{PREFIX}/coordinator"
 JOBSET_UID = f"{PREFIX}/jobset-uid"
@@ -110,8 +118,8 @@ class JobSetController(Controller):
             return
         self._ensure_service(jobset)
 
-        current = [j for j in children if j["metadata"]["labels"].get(RESTART_ATTEMPT) == str(attempt)]
-        stale = [j for j in children if j["metadata"]["labels"].get(RESTART_ATTEMPT) != str(attempt)]
+        current = [j for j in children if self._is_current(status, j)]
+        stale = [j for j in children if not self._is_current(status, j)]
         self._delete_jobs(stale)
 
         failed = sorted(
@@ -129,7 +137,7 @@ class JobSetController(Controller):
             return
 
         created_all = self._create_jobs(jobset, spec, attempt, current, {j["metadata"]["name"] for j in stale}, suspended)
-        current = [j for j in self._children(jobset) if j["metadata"]["labels"].get(RESTART_ATTEMPT) == str(attempt)]
+        current = [j for j in self._children(jobset) if self._is_current(status, j)]
         for job in current:
             if bool(job["spec"].get("suspend")) != suspended:
                 updated = copy_of(job)
@@ -150,7 +158,7 @@ class JobSetController(Controller):
             elif not is_true(jobset, "StartupPolicyCompleted"):
                 conditions = set_condition(conditions, "StartupPolicyInProgress", "True", "InOrderStartupPolicyInProgress", "in order startup policy is in progress", now)
         status["conditions"] = conditions
-        status["replicatedJobsStatus"] = self._replicated_status(spec, current)
+        status["replicatedJobsStatus"] = self._replicated_status(spec, current, status)
         self.set_status(self.jobsets, jobset, status)
 
     # --- decisions ---------------------------------------------------------------------------
@@ -183,8 +191,11 @@ class JobSetController(Controller):
             )
             return
         counts = action in ("RestartJobSet", "RestartJob")
-        if counts and status.get("restartsCountTowardsMax", 0) >= policy.get("maxRestarts", 0):
+        if counts and self._restarts_towards_max(status) >= policy.get("maxRestarts", 0):
             self._finish(jobset, status, "Failed", "ReachedMaxRestarts", f"jobset failed due to reaching max number of restarts {first}", now)
+            return
+        if action in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
+            self._restart_job(jobset, status, job, action, counts, first)
             return
         status["restarts"] = status.get("restarts", 0) + 1
         if counts:
@@ -198,6 +209,53 @@ class JobSetController(Controller):
         self._delete_jobs(self._children(jobset))
         self.set_status(self.jobsets, jobset, status)
 
+    def _restart_job(self, jobset: dict[str, Any], status: dict[str, Any], job: dict[str, Any], action: str, counts: bool, first: str) -> None:
+        """Recreate only ``job``: its entry of ``jobRestarts`` (and ``jobRestartsCountTowardsMax``) goes up by one."""
+        labels = job["metadata"]["labels"]
+        replicated, index = labels.get(REPLICATED_JOB_NAME, ""), int(labels.get(JOB_INDEX, "0"))
+        entry = self._replicated_entry(jobset, status, replicated)
+        fields = ("jobRestarts", "jobRestartsCountTowardsMax") if counts else ("jobRestarts",)
+        for field in fields:
+            entry[field][index] += 1
+        reason = f"{action}FailurePolicyAction"  # constants.go RestartJobActionReason, RestartJobAndIgnoreMaxRestartsActionReason
+        self.event(jobset, reason, f"applying {action} failure policy action {first}", type_="Warning")
+        self._delete_jobs([job])
+        self.set_status(self.jobsets, jobset, status)
+
+    def _replicated_entry(self, jobset: dict[str, Any], status: dict[str, Any], replicated: str) -> dict[str, Any]:
+        """``status.replicatedJobsStatus`` of ``replicated``, its per-Job counters filled with zeros
+        (``getJobRestarts``: one entry per replica, 0 until a Job is restarted)."""
+        replicas = next((r.get("replicas", 1) for r in jobset["spec"]["replicatedJobs"] if r["name"] == replicated), 1)
+        entries = status.setdefault("replicatedJobsStatus", [])
+        entry = next((e for e in entries if e.get("name") == replicated), None)
+        if entry is None:
+            entry = {"name": replicated, "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+            entries.append(entry)
+        for field in ("jobRestarts", "jobRestartsCountTowardsMax"):
+            entry[field] = list(entry.get(field) or [0] * replicas)
+        return entry
+
+    @staticmethod
+    def _restarts_towards_max(status: dict[str, Any]) -> int:
+        """``totalRestartsCountTowardsMax``: the global restarts that count, and every counted per-Job one."""
+        per_job = sum(sum(e.get("jobRestartsCountTowardsMax") or ()) for e in status.get("replicatedJobsStatus") or ())
+        return status.get("restartsCountTowardsMax", 0) + per_job
+
+    @staticmethod
+    def _job_restarts(status: dict[str, Any], replicated: str, index: int) -> int:
+        entry = next((e for e in status.get("replicatedJobsStatus") or () if e.get("name") == replicated), {})
+        restarts = entry.get("jobRestarts") or ()
+        return restarts[index] if index < len(restarts) else 0
+
+    def _is_current(self, status: dict[str, Any], job: dict[str, Any]) -> bool:
+        """Of the current run: the JobSet's ``restart-attempt``, and a ``job-restart-attempt`` not below
+        the Job's entry of ``jobRestarts`` (a Job without the label is kept, as upstream keeps it)."""
+        labels = job["metadata"]["labels"]
+        if labels.get(RESTART_ATTEMPT) != str(status.get("restarts", 0)):
+            return False
+        own = labels.get(JOB_RESTART_ATTEMPT)
+        return own is None or int(own) >= self._job_restarts(status, labels.get(REPLICATED_JOB_NAME, ""), int(labels.get(JOB_INDEX, "0")))
+
     def _finish(self, jobset: dict[str, Any], status: dict[str, Any], kind: str, reason: str, message: str, now: str) -> None:
         conditions = status.get("conditions") or []
         for other in ("StartupPolicyInProgress",):
@@ -205,7 +263,7 @@ class JobSetController(Controller):
                 conditions = set_condition(conditions, other, "False", reason, message, now)
         status["conditions"] = set_condition(conditions, kind, "True", reason, message, now)
         status["terminalState"] = kind
-        status["replicatedJobsStatus"] = self._replicated_status(jobset["spec"], self._children(jobset))
+        status["replicatedJobsStatus"] = self._replicated_status(jobset["spec"], self._children(jobset), status)
         self.set_status(self.jobsets, jobset, status)
         self.event(jobset, reason, message, type_="Normal" if kind == "Completed" else "Warning")
         self._delete_jobs([j for j in self._children(jobset) if not is_true(j, "Complete") and not is_true(j, "Failed")])
@@ -256,7 +314,7 @@ class JobSetController(Controller):
             for index, job_name in enumerate(names):
                 if job_name not in existing and job_name not in going:
                     try:
-                        self._create_job(jobset, replicated, index, global_index + index, attempt, suspended)
+                        self._create_job(jobset, replicated, index, global_index + index, attempt, suspended, self._job_restarts(jobset.get("status") or {}, replicated["name"], index))
                     except ApiError as error:
                         # JobSet's createJobs and reconcileReplicatedJobs (pkg/controllers/jobset_controller.go):
                         # a Warning event on the JobSet, and the reconcile retried with backoff.
@@ -273,7 +331,7 @@ class JobSetController(Controller):
                     return False
         return True
 
-    def _labels(self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, job_name: str) -> dict[str, str]:
+    def _labels(self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, job_name: str, job_attempt: int) -> dict[str, str]:
         meta = jobset["metadata"]
         return {
             JOBSET_NAME: meta["name"],
@@ -282,6 +340,7 @@ class JobSetController(Controller):
             JOB_INDEX: str(index),
             JOB_GLOBAL_INDEX: str(global_index),
             RESTART_ATTEMPT: str(attempt),
+            JOB_RESTART_ATTEMPT: str(job_attempt),
             JOB_KEY: hashlib.sha1(f"{meta['namespace']}/{job_name}".encode()).hexdigest(),
             JOBSET_UID: meta["uid"],
         }
@@ -296,11 +355,13 @@ class JobSetController(Controller):
             f"{coordinator.get('podIndex', 0)}.{subdomain}"
         )
 
-    def _create_job(self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, suspended: bool) -> None:
+    def _create_job(
+        self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, suspended: bool, job_attempt: int
+    ) -> None:
         meta = jobset["metadata"]
         job_name = f"{meta['name']}-{replicated['name']}-{index}"
         template = copy_of(replicated["template"])
-        labels = self._labels(jobset, replicated, index, global_index, attempt, job_name)
+        labels = self._labels(jobset, replicated, index, global_index, attempt, job_name, job_attempt)
         annotations = dict(labels)
         coordinator = self._coordinator(jobset)
         if coordinator:
@@ -373,12 +434,16 @@ class JobSetController(Controller):
             },
         )
 
-    def _replicated_status(self, spec: dict[str, Any], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _replicated_status(self, spec: dict[str, Any], jobs: list[dict[str, Any]], status: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each replicated job's counts, its per-Job restart counters kept (``jobset_controller.go``)."""
         result = []
+        before = {e.get("name"): e for e in status.get("replicatedJobsStatus") or ()}
         for replicated in spec["replicatedJobs"]:
             mine = [j for j in jobs if j["metadata"]["labels"].get(REPLICATED_JOB_NAME) == replicated["name"]]
+            kept = {k: v for k, v in before.get(replicated["name"], {}).items() if k in ("jobRestarts", "jobRestartsCountTowardsMax")}
             result.append(
                 {
+                    **kept,
                     "name": replicated["name"],
                     "ready": sum(1 for j in mine if self._job_ready(j) and not is_true(j, "Complete")),
                     "succeeded": sum(1 for j in mine if is_true(j, "Complete")),

@@ -186,6 +186,8 @@ def plan(seed: int) -> Plan:
             args = {"requeue_after": rng.choice((10, 30, 60))}
         else:
             args = {"downtime": rng.choice((60, 120, 240)), "slice": rng.randrange(num_slices)}
+            if kind == "lose_slice" and random.Random(f"{seed}/out-of-service/{step}").random() < 0.3:
+                args["out_of_service"] = True  # a shutdown without notice (its own draw: every other draw of the seed stays)
         event = Event(kind, step, tuple(sorted(args.items())))
         disruptive.append(event)
         step += landing(kind, args) + rng.randint(1, 4)

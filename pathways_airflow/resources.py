@@ -54,6 +54,10 @@ from, and the JobSet is the collector's (or :mod:`~pathways_airflow.hooks.reclai
 JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 LEADERWORKERSET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
 KUEUE_WORKLOAD = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+LOCAL_QUEUE = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+CLUSTER_QUEUE = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+PENDING_IN_LOCAL_QUEUE = Resource("visibility.kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+"""Kueue's visibility API (``apis/visibility/v1beta2``): ``.path(namespace, queue, "pendingworkloads")``."""
 JOB = Resource("batch", "v1", "jobs", "Job")
 POD = Resource("", "v1", "pods", "Pod")
 NODE = Resource("", "v1", "nodes", "Node", namespaced=False)

@@ -410,7 +410,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
             if finished.forbidden:  # no try can watch it without the permission: hold no slice for it
                 self.finished_with(workload_resource(self.backend), submission.namespace, submission.name, delete=True)
             raise outcome.lost_track(submission.name, finished, self._kubectl_hint(submission.name))
-        submission = submission.with_disruptions(*finished.restarts).ended(finished.phases, time.time())
+        submission = submission.with_disruptions(*finished.restarts).ended(finished.phases, time.time(), finished.queued)
         if outcome.next_step(finished.state, finished.classification) is outcome.NextStep.RESUBMIT:
             return self._resubmit_after_disruption(context, submission, finished)
         return self._complete(context, submission, finished.state, finished.failure, finished.classification)

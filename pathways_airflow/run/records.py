@@ -108,7 +108,8 @@ class WorkloadRun:
     """One workload of a task from submission to deletion: what chip-hours and goodput are computed from.
 
     ``ended``: when the task learned that the workload ended (the trigger's verdict reached it);
-    ``deleted``: when the task deleted it (``None``: not deleted, or not yet).
+    ``deleted``: when the task deleted it (``None``: not deleted, or not yet); ``queued``: its place
+    in Kueue's queue when last seen waiting (:class:`~pathways_airflow.state.queue.QueuePlace`'s dict).
     """
 
     workload: str
@@ -116,6 +117,7 @@ class WorkloadRun:
     phases: tuple[PhaseSeen, ...] = ()
     ended: float | None = None
     deleted: float | None = None
+    queued: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +126,7 @@ class WorkloadRun:
             "phases": [p.to_dict() for p in self.phases],
             "ended": self.ended,
             "deleted": self.deleted,
+            **({"queued": dict(self.queued)} if self.queued else {}),
         }
 
     @classmethod
@@ -134,6 +137,7 @@ class WorkloadRun:
             phases=tuple(PhaseSeen.from_dict(p) for p in data.get("phases") or ()),
             ended=data.get("ended"),
             deleted=data.get("deleted"),
+            queued=data.get("queued") or None,
         )
 
 
@@ -166,11 +170,12 @@ class Submission:
         """The record of the workload submitted after this one was disrupted (at ``submitted``)."""
         return replace(self, name=name, attempt=self.attempt + 1, submitted=submitted)
 
-    def ended(self, phases: tuple[PhaseSeen, ...], at: float) -> Submission:
+    def ended(self, phases: tuple[PhaseSeen, ...], at: float, queued: Mapping[str, Any] | None = None) -> Submission:
         """The current workload ended (the task learned it ``at``), having passed through ``phases``:
-        also phases seen before this try re-attached to it (written on the workload), from its submission."""
+        also phases seen before this try re-attached to it (written on the workload), from its
+        submission; ``queued``: its last place in Kueue's queue, if it was seen waiting there."""
         submitted = self.started if self.submitted is None else self.submitted
-        run = WorkloadRun(self.name, min(submitted, phases[0].at) if phases else submitted, phases, ended=at)
+        run = WorkloadRun(self.name, min(submitted, phases[0].at) if phases else submitted, phases, ended=at, queued=queued)
         return replace(self, runs=(*[r for r in self.runs if r.workload != self.name], run))
 
     def found_finished(self, phases: tuple[PhaseSeen, ...]) -> Submission:
@@ -239,6 +244,8 @@ class WorkloadEvent:
     """With ``error``: the API refused a verb the wait needs (RBAC); no retry gets further."""
     phases: tuple[PhaseSeen, ...] = ()
     """With ``finished``: each phase the wait saw the workload enter, and when."""
+    queued: Mapping[str, Any] | None = None
+    """With ``finished``: its last place in Kueue's queue, if the wait saw it waiting there."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"status": self.status, "name": self.name}
@@ -252,6 +259,7 @@ class WorkloadEvent:
                 restarts=[r.to_dict() for r in self.restarts],
                 running_since=self.running_since,
                 phases=[p.to_dict() for p in self.phases],
+                **({"queued": dict(self.queued)} if self.queued else {}),
             )
         elif self.status == "timeout":
             payload["deleted"] = self.deleted
@@ -276,4 +284,5 @@ class WorkloadEvent:
             message=str(payload.get("message") or ""),
             forbidden=bool(payload.get("forbidden")),
             phases=tuple(PhaseSeen.from_dict(p) for p in payload.get("phases") or ()),
+            queued=payload.get("queued") or None,
         )

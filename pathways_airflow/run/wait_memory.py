@@ -23,6 +23,7 @@ from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
+from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
 from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_pod, pods_of_current_attempt, worker_job_name
 
@@ -35,7 +36,9 @@ class WaitMemory:
     a workload someone else owns). ``live_jobs``: each child Job before its deletion began (a
     failing JobSet deletes its Jobs; the counts they held then are the evidence of lost workers);
     ``disruptions_recorded``, ``where_recorded``: the attempts whose disruption, and whose nodes, are written (each once);
-    ``next_creation_check``: when to read the events again while child objects are missing (0: none).
+    ``next_creation_check``: when to read the events again while child objects are missing (0: none);
+    ``queued``, ``next_queue_check``: the workload's place in Kueue's queue when last read, and when
+    to read it again while it is queued.
     """
 
     writes: bool = True
@@ -52,6 +55,8 @@ class WaitMemory:
     where_recorded: frozenset[int] = frozenset()
     next_creation_check: float = 0.0
     without_jobset_since: float | None = None
+    queued: QueuePlace | None = None
+    next_queue_check: float = 0.0
 
     @classmethod
     def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True) -> WaitMemory:
@@ -70,6 +75,9 @@ class Readings:
     disruption: Classification | None = None
     verdict: Classification | None = None
     jobs_seen_again: tuple[Mapping[str, Any], ...] = ()
+    queue_read: bool = False
+    queued: QueuePlace | None = None
+    """With ``queue_read``: the place in Kueue's queue (``None``: nothing to say, e.g. admitted meanwhile)."""
 
 
 def top_of(observation: Observation) -> dict[str, Any] | None:
@@ -127,6 +135,19 @@ def creation_check_due(memory: WaitMemory, observation: Observation, state: Work
     return _children_missing(observation, state) and now >= memory.next_creation_check
 
 
+def queue_check_due(memory: WaitMemory, observation: Observation, state: WorkloadState, now: float) -> bool:
+    """Whether to read the workload's place in Kueue's queue (:mod:`~pathways_airflow.state.queue`):
+    it is queued in a LocalQueue, and the place was not read in the last ``CHECK_EVERY_SECONDS``."""
+    return state.phase is Phase.QUEUED and local_queue_of(observation.kueue_workload) is not None and now >= memory.next_queue_check
+
+
+def queue_line_to_log(memory: WaitMemory, read: Readings) -> str | None:
+    """What the task log says of a place in the queue read this look: only a new one."""
+    if not read.queue_read or read.queued is None or read.queued == memory.queued:
+        return None
+    return f"queued: {read.queued.line()}"
+
+
 def line_to_log(memory: WaitMemory, state: WorkloadState, now: float) -> str | None:
     """What the task log says of this look: a transition, or what still holds the workload."""
     return transition_line(memory.state, state) or still_waiting_line(state, memory.phase_since, memory.said_at, now)
@@ -169,5 +190,7 @@ def remembered(
         where_recorded=memory.where_recorded | {attempt} if where else memory.where_recorded,
         next_creation_check=(now + creation.CHECK_EVERY_SECONDS if due else memory.next_creation_check) if missing else 0.0,
         without_jobset_since=(memory.without_jobset_since or now) if top is not None and observation.jobset is None else None,
+        queued=(read.queued or memory.queued) if read.queue_read else memory.queued,
+        next_queue_check=now + CHECK_EVERY_SECONDS if read.queue_read else memory.next_queue_check,
     )
     return remembers, {k: v for k, v in annotations.items() if carried.get(k) != v} if memory.writes else {}

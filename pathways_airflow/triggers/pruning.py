@@ -192,12 +192,14 @@ def pruned_kueue_workload(workload: dict[str, Any]) -> dict[str, Any]:
       ``Preempted`` in :func:`~pathways_airflow.state.disruption.classify`), and ``admission`` tells
       an admitted Workload that has no conditions yet;
     * ``spec.maximumExecutionTimeSeconds``: the limit
-      :func:`~pathways_airflow.state.kueue_timeout.max_exec_time_exceeded` names.
+      :func:`~pathways_airflow.state.kueue_timeout.max_exec_time_exceeded` names;
+    * ``spec.queueName``: the LocalQueue whose pending workloads say where a queued one stands
+      (:func:`~pathways_airflow.state.queue.local_queue_of`).
 
-    Dropped: ``podSets`` (each a whole pod template, the JobSet's own again), ``queueName``,
-    ``priority``, ``priorityClassRef`` and ``active``, which no reader looks at: a Workload Kueue
+    Dropped: ``podSets`` (each a whole pod template, the JobSet's own again), ``priority``,
+    ``priorityClassRef`` and ``active``, which no reader looks at: a Workload Kueue
     deactivated says so in its conditions.
     """
     spec = workload.get("spec") or {}
-    slim = {k: spec[k] for k in ("maximumExecutionTimeSeconds",) if k in spec}
+    slim = {k: spec[k] for k in ("maximumExecutionTimeSeconds", "queueName") if k in spec}
     return _kept(workload, _metadata(workload, annotations=False), slim)

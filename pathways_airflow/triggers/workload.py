@@ -158,16 +158,17 @@ class PathwaysJobTrigger(KillableTrigger):
                 refused_spec = await self._creation_refused(memory, observation, state, live, now)
                 if refused_spec:
                     state = model.WorkloadState(model.Phase.FAILED, message=refused_spec, cause=model.FailureCause.BAD_SPEC)
-                read = await self._readings(memory, observation, state, live)
+                read = await self._readings(memory, observation, state, live, now)
                 verdict, seen_again = None, ()
                 if state.phase is model.Phase.FAILED:
                     settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches)
                     verdict = outcome.verdict_of(state, settled)
-                line = wait_memory.line_to_log(memory, state, now)
+                line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
                 read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
                 memory, notes = wait_memory.remembered(memory, observation, state, now, read)
-                if line:
-                    self.log.info("%s/%s: %s", self.namespace, self.name, line)
+                for said in (line, queue_line):
+                    if said:
+                        self.log.info("%s/%s: %s", self.namespace, self.name, said)
                 ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
                 if notes and ending:  # before the deletion and the event: a retry reads the verdict here
                     await self._annotate(notes)
@@ -180,6 +181,7 @@ class PathwaysJobTrigger(KillableTrigger):
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
                         restarts=memory.restarts, running_since=memory.running_since,
                         phases=timeline.phases_with(memory.phases, state, time.time()),
+                        queued=memory.queued.to_dict() if memory.queued else None,
                     )
                     yield TriggerEvent(finished.to_payload())
                     return
@@ -189,6 +191,8 @@ class PathwaysJobTrigger(KillableTrigger):
                 wait = recheck_in(self.poll_interval, remaining)
                 if memory.next_creation_check:  # child objects are missing: look at the events again soon
                     wait = min(wait, creation.CHECK_EVERY_SECONDS)
+                if state.phase is model.Phase.QUEUED and memory.next_queue_check:  # its place in the queue moves
+                    wait = min(wait, max(0.0, memory.next_queue_check - time.time()))
                 await wait_for_change(list(subscriptions.values()), wait)
             deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
             yield TriggerEvent(records.WorkloadEvent("timeout", self.name, state=memory.state, deleted=deleted).to_payload())
@@ -199,11 +203,12 @@ class PathwaysJobTrigger(KillableTrigger):
                 watches[key].unsubscribe(subscription)
 
     async def _readings(
-        self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs
+        self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs, now: float
     ) -> wait_memory.Readings:
         """What the memory asks to read for a look: a failed container's log (its pod may soon be
         deleted), why the current attempt's pods show a disruption, the step the head reached when
-        one hit (from its log, while it exists), and why each restart of the JobSet happened."""
+        one hit (from its log, while it exists), why each restart of the JobSet happened, and
+        where a queued workload stands in Kueue's queue."""
         hook = self.hook
         failed = wait_memory.failure_to_read(memory, observation)
         failure = None if failed is None else (*failed, await hook.read_log_tail(self.namespace, *failed[:2]))
@@ -215,7 +220,18 @@ class PathwaysJobTrigger(KillableTrigger):
             causes.append(await self._classify(observation, live, ended))
             said = (causes[-1].verdict.value, "; ".join(causes[-1].evidence[:3]))
             self.log.info("%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, *said)
-        return wait_memory.Readings(failure, head_log, tuple(causes), seen)
+        queue_read = wait_memory.queue_check_due(memory, observation, state, now)
+        queued = await self._queue_place(observation) if queue_read else None
+        return wait_memory.Readings(failure, head_log, tuple(causes), seen, queue_read=queue_read, queued=queued)
+
+    async def _queue_place(self, observation: model.Observation) -> Any:
+        """Its place in Kueue's queue, or ``None``: reading it is worth a line, never the wait."""
+        assert observation.kueue_workload is not None
+        try:
+            return await self.hook.queue_place(self.namespace, observation.kueue_workload)
+        except Exception as error:
+            self.log.info("%s/%s: could not read its place in Kueue's queue (%s)", self.namespace, self.name, describe(error))
+            return None
 
     async def _creation_refused(
         self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs, now: float

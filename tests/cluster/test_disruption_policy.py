@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ from pathways_airflow.spec.names import TASK_KEY_LABEL
 
 from tests.support.connections import connect
 from tests.support.task_instance import StateStore, TaskInstance
+from tests.support.waiting import wait_for
 from tests.support.workloads import LiveWorkloads, when_step
 
 
@@ -234,3 +236,65 @@ def test_the_next_attempt_is_not_kept_in_its_queue_by_the_last_attempts_workload
     finished = next(c for c in old["status"]["conditions"] if c["type"] == "Finished")
     assert finished["status"] == "True" and finished["reason"] in ("Failed", "OwnerNotFound")
     assert result["goodput"]["queued_seconds"] < 5, "the next attempt was admitted at once"
+
+
+def slice_jobset(name: str, queue: str) -> dict:
+    """A JobSet holding one v5e 2x4 slice (two hosts of 4 chips) in ``queue`` until it is deleted."""
+    pod = {"nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x4"},
+           "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"], "resources": {"limits": {"google.com/tpu": "4"}}}]}
+    job = {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {"spec": pod}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1, "template": {"spec": job}}]}}
+
+
+def test_a_queued_workload_says_where_it_stands_in_kueues_queue_as_that_changes(pathways_cluster, capsys, monkeypatch):
+    """Quota for one slice, held by one JobSet with another queued before ours: the wait reads
+    Kueue's visibility API and says, as it changes, how many wait ahead and how much of the quota
+    is in use; the result keeps the last place seen."""
+    import threading
+
+    from pathways_airflow.run import wait_memory
+    from pathways_airflow_testing.kueue_setup import CLUSTER_QUEUE, LOCAL_QUEUE
+
+    monkeypatch.setattr(wait_memory, "CHECK_EVERY_SECONDS", 0.5)
+    printed: list[str] = []  # the task log, as the worker prints it
+    flavor, whole = "tpu-v5-lite-podslice-2x4", 24
+    blockers = ("queue-holder", "queue-ahead")
+    pathways_cluster.set_quota(CLUSTER_QUEUE, flavor, 8)
+    outcome: dict = {}
+    try:
+        for name in blockers:
+            pathways_cluster.apply(slice_jobset(name, LOCAL_QUEUE))
+            time.sleep(0.3)  # created in this order: the second waits first in line
+        task = training("queued-behind", steps=6, step_seconds="1", backend="jobset", queue_name=LOCAL_QUEUE)
+        running = threading.Thread(target=lambda: outcome.update(result=task.execute({"ti": TaskInstance("dag", "queued-behind", "run-1")})), daemon=True)
+        running.start()
+
+        def said(text: str) -> bool:
+            printed.extend(capsys.readouterr().out.splitlines())
+            return any(text in line for line in printed)
+
+        wait_for(lambda: said(f"queued: 1 ahead in ClusterQueue {CLUSTER_QUEUE}, 1 of them in LocalQueue {LOCAL_QUEUE}; {flavor}: 8/8 chips in use, tpu-v6e-slice-4x4: 0/32 chips in use"), timeout=60)
+        # the holder finishes: the one ahead is admitted, ours is next
+        delete_jobset(pathways_cluster, blockers[0])
+        wait_for(lambda: said(f"queued: 0 ahead in ClusterQueue {CLUSTER_QUEUE}, 0 of them in LocalQueue {LOCAL_QUEUE}; {flavor}: 8/8 chips in use, tpu-v6e-slice-4x4: 0/32 chips in use"), timeout=60)
+        delete_jobset(pathways_cluster, blockers[1])
+        running.join(120)
+    finally:
+        for name in blockers:
+            delete_jobset(pathways_cluster, name)
+        pathways_cluster.set_quota(CLUSTER_QUEUE, flavor, whole)
+    result = outcome["result"]
+    assert result["state"] == "SUCCEEDED"
+    assert result["queued"] == {"local_queue": LOCAL_QUEUE, "cluster_queue": CLUSTER_QUEUE, "ahead_in_cluster_queue": 0, "ahead_in_local_queue": 0,
+                                "quota": [{"flavor": flavor, "used": 8, "nominal": 8}, {"flavor": "tpu-v6e-slice-4x4", "used": 0, "nominal": 32}]}
+    said("")
+    lines = [line for line in printed if ": queued: " in line]
+    assert len(lines) == 2, lines  # said when it changed, not at every look
+
+
+def delete_jobset(cluster, name: str) -> None:
+    from pathways_airflow.hooks.pathways import PathwaysHook
+    from pathways_airflow.resources import JOBSET
+
+    PathwaysHook().delete(JOBSET, "default", name)

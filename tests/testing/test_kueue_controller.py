@@ -172,6 +172,21 @@ def tpu_jobset(
     }
 
 
+def visibility(cluster: LocalCluster, path: str, *, status: int = 200) -> dict[str, Any]:
+    """A GET of Kueue's visibility API, as ``kubectl get --raw`` sends it."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{cluster.server}/apis/visibility.kueue.x-k8s.io/v1beta2{path}", headers={"Authorization": f"Bearer {cluster.token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            got, body = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        got, body = error.code, error.read()
+    assert got == status, body
+    return json.loads(body)
+
+
 def queue_objects(
     name: str, namespace: str, chips: int, flavor: str = "vlp-24"
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -357,6 +372,17 @@ def test_jobsets_are_admitted_in_creation_order_while_quota_lasts(
     local = cluster.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "multislice-queue", "default")
     assert (local["status"]["pendingWorkloads"], local["status"]["admittedWorkloads"]) == (1, 2)
     assert cond(local, "Active")["status"] == "True"
+
+    # Kueue's visibility API lists the pending one, where it stands (apis/visibility/v1beta2/types.go).
+    summary = visibility(cluster, "/namespaces/default/localqueues/multislice-queue/pendingworkloads")
+    assert summary["kind"] == "PendingWorkloadsSummary"
+    [pending] = summary["items"]
+    assert pending["metadata"]["name"] == third["metadata"]["name"]
+    assert pending["metadata"]["ownerReferences"] == [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "third", "uid": jobsets["third"]["metadata"]["uid"]}]
+    assert (pending["localQueueName"], pending["positionInClusterQueue"], pending["positionInLocalQueue"], pending["priority"]) == ("multislice-queue", 0, 0, 0)
+    assert visibility(cluster, "/clusterqueues/cluster-queue/pendingworkloads")["items"] == [pending]
+    assert visibility(cluster, "/clusterqueues/cluster-queue/pendingworkloads?offset=1")["items"] == []
+    assert visibility(cluster, "/namespaces/default/localqueues/nowhere/pendingworkloads", status=404)["reason"] == "NotFound"
 
     # When the first finishes, its quota goes to the third.
     finish_pods(cluster, "default", "first")

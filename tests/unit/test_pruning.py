@@ -431,14 +431,15 @@ def test_only_the_providers_annotations_and_no_managed_fields_are_kept() -> None
         assert prune(obj)["status"] == obj["status"]
 
 
-def test_a_cached_kueue_workload_keeps_its_metadata_but_annotations_its_status_and_its_limit() -> None:
+def test_a_cached_kueue_workload_keeps_its_metadata_but_annotations_its_status_its_limit_and_its_queue() -> None:
     fields = fixture("failed_kueue_max_exec_time")
     _kueue_annotated(fields)
     workload = fields["kueue_workload"]
     cached = pruned_kueue_workload(workload)
     assert cached["metadata"] == {k: v for k, v in workload["metadata"].items() if k not in ("annotations", "managedFields")}
     assert cached["status"] == workload["status"]
-    assert cached["spec"] == {"maximumExecutionTimeSeconds": workload["spec"]["maximumExecutionTimeSeconds"]}
+    spec = workload["spec"]
+    assert cached["spec"] == {"maximumExecutionTimeSeconds": spec["maximumExecutionTimeSeconds"], "queueName": spec["queueName"]}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

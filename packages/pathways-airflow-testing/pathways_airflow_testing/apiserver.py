@@ -74,6 +74,7 @@ class ApiServer:
         port_lookup: PortLookup,
         bookmark_interval: float = 1.0,
         local_handler: Callable[[web.Request], Any] | None = None,
+        subresource_handlers: Mapping[str, Callable[[Kind, ResourcePath, Mapping[str, str]], dict[str, Any]]] | None = None,
     ):
         self.store = store
         self.kinds: KindRegistry = store.kinds
@@ -83,6 +84,9 @@ class ApiServer:
         self.port_lookup = port_lookup
         self.bookmark_interval = bookmark_interval
         self.local_handler = local_handler
+        self.subresource_handlers = dict(subresource_handlers or {})
+        """Read-only subresources another server answers through this one (an aggregated API such as
+        Kueue's visibility server), by subresource name: authorized here, answered there."""
         self.request_counts: Counter[str] = Counter()
         self.pages = ListPages()
         self.open_watches: set[asyncio.Task[Any]] = set()
@@ -203,6 +207,8 @@ class ApiServer:
             return await self._pod_log(request, kind, target)
         if target.subresource == "proxy":
             return await self._proxy(request, kind, target)
+        if target.subresource in self.subresource_handlers and target.name is not None and method == "GET":
+            return _json_response(self.subresource_handlers[target.subresource](kind, target, request.query))
         if target.subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         query = request.query

@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import yaml
 from aiohttp import web
@@ -46,7 +46,8 @@ from pathways_airflow_testing.controllers.pathways_servers import PathwaysServer
 from pathways_airflow_testing.controllers.pathwaysjob import PathwaysJobController
 from pathways_airflow_testing.controllers.scheduler import Scheduler
 from pathways_airflow_testing.faults import FaultRule, Faults
-from pathways_airflow_testing.kinds import KindRegistry, kind_from_resource_kind
+from pathways_airflow_testing.errors import ApiError
+from pathways_airflow_testing.kinds import VISIBILITY_GROUP, KindRegistry, kind_from_resource_kind
 from pathways_airflow_testing.logs import LogStore
 from pathways_airflow_testing.nodes import (
     ACTIVE_MAINTENANCE_LABEL,
@@ -214,6 +215,7 @@ class LocalCluster:
             port_lookup=self.port_lookup,
             bookmark_interval=self._bookmark_interval,
             local_handler=self._local_request,
+            subresource_handlers={"pendingworkloads": self._pending_workloads},
         )
         self.kubelet = Kubelet(self)
         self._controllers = [
@@ -743,6 +745,16 @@ class LocalCluster:
         "evict_workload",
         "set_quota",
     )
+
+    def _pending_workloads(self, kind: Any, target: Any, query: Mapping[str, str]) -> dict[str, Any]:
+        """``GET /apis/visibility.kueue.x-k8s.io/v1beta2/[namespaces/<ns>/]{localqueues,clusterqueues}/<name>/pendingworkloads``."""
+        if kind.group != VISIBILITY_GROUP or not any(isinstance(c, KueueController) for c in self._controllers):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        try:
+            limit, offset = int(query.get("limit", 1000)), int(query.get("offset", 0))
+        except ValueError:
+            raise ApiError(400, "BadRequest", "limit and offset must be integers") from None
+        return self._kueue().pending_workloads(target.namespace, target.name, limit=min(max(limit, 0), 4000), offset=max(offset, 0))
 
     async def _local_request(self, request: web.Request) -> web.Response:
         """``POST /_local/scenarios/<name>`` with JSON keyword arguments runs a scenario."""

@@ -93,6 +93,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
 BUILTIN_GROUPS = frozenset(k.group for k in BUILTIN_KINDS)
 
 # The custom resources the provider works with, known even before their CRDs are loaded.
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+"""Kueue's visibility API (``apis/visibility/v1beta2/types.go``): an aggregated API of read-only
+``pendingworkloads`` subresources on LocalQueues and ClusterQueues, answered by the Kueue controller."""
+
 KNOWN_CUSTOM_KINDS: tuple[Kind, ...] = (
     Kind("pathways-job.pathways.domain", "v1", "PathwaysJob", "pathwaysjobs", subresources=("status",)),
     Kind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", subresources=("status",)),
@@ -108,6 +112,8 @@ KNOWN_CUSTOM_KINDS: tuple[Kind, ...] = (
             ("WorkloadPriorityClass", "workloadpriorityclasses", False, (), ()),
         )
     ),
+    Kind(VISIBILITY_GROUP, "v1beta2", "LocalQueue", "localqueues", subresources=("pendingworkloads",), verbs=("get",)),
+    Kind(VISIBILITY_GROUP, "v1beta2", "ClusterQueue", "clusterqueues", namespaced=False, subresources=("pendingworkloads",), verbs=("get",)),
 )
 
 

@@ -46,6 +46,7 @@ from pathways_airflow_testing.controllers.base import (
     owner_reference,
     set_condition,
 )
+from pathways_airflow_testing.errors import ApiError
 from pathways_airflow_testing.kinds import Kind
 from pathways_airflow_testing.scheduling import tpu_request
 from pathways_airflow_testing.store import StoreEvent, copy_of
@@ -1178,6 +1179,52 @@ class KueueController(Controller):
                     self._admit(workload, cq_name, decision.assignments, flavor_labels, now_ts)
                 elif decision.message is not None:
                     self._mark_pending(workload, "Pending", decision.message, now_ts)
+
+    def pending_workloads(self, namespace: str | None, queue: str, *, limit: int = 1000, offset: int = 0) -> dict[str, Any]:
+        """Kueue's visibility API (``visibility.kueue.x-k8s.io/v1beta2``): the pending workloads of a
+        ClusterQueue (``namespace`` None) or of one LocalQueue, in the order the ClusterQueue will
+        try them, as ``pkg/visibility/storage/pending_workloads_{cq,lq}.go`` answer: a
+        ``PendingWorkloadsSummary`` whose items carry ``positionInClusterQueue`` (among all of the
+        ClusterQueue's) and ``positionInLocalQueue`` (0-based; ``limit`` and ``offset`` as upstream)."""
+        local_queues = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in self.store.list(self.local_queues)}
+        if namespace is None:
+            cq_name = queue
+            if self.store.find(self.cluster_queues, None, queue) is None:
+                raise ApiError(404, "NotFound", f'clusterqueue.visibility.kueue.x-k8s.io "{queue}" not found')
+        else:
+            local = local_queues.get((namespace, queue))
+            if local is None:
+                raise ApiError(404, "NotFound", f'localqueue.visibility.kueue.x-k8s.io "{queue}" not found')
+            cq_name = (local.get("spec") or {}).get("clusterQueue", "")
+        in_cq = [
+            w for w in self.store.list(self.workloads)
+            if not is_finished(w) and not has_reservation(w) and w["spec"].get("active") is not False
+            and not w["metadata"].get("deletionTimestamp")
+            and ((local_queues.get((w["metadata"]["namespace"], w["spec"].get("queueName", ""))) or {}).get("spec") or {}).get("clusterQueue") == cq_name
+        ]
+        ordered = sorted(in_cq, key=lambda w: queue_order(w, self._arrival.get((w["metadata"].get("labels") or {}).get(JOB_UID_LABEL, ""))))
+        items: list[dict[str, Any]] = []
+        skipped = 0
+        for position, workload in enumerate(ordered):
+            meta = workload["metadata"]
+            if len(items) >= max(0, limit):
+                break
+            if namespace is not None and (meta["namespace"], workload["spec"].get("queueName")) != (namespace, queue):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            items.append({
+                "metadata": {
+                    "name": meta["name"], "namespace": meta["namespace"], "creationTimestamp": meta.get("creationTimestamp"),
+                    "ownerReferences": [{k: r[k] for k in ("apiVersion", "kind", "name", "uid") if k in r} for r in meta.get("ownerReferences") or ()],
+                },
+                "priority": int(workload["spec"].get("priority") or 0),
+                "localQueueName": workload["spec"].get("queueName", ""),
+                "positionInClusterQueue": position,
+                "positionInLocalQueue": len(items) + offset,
+            })
+        return {"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "metadata": {"creationTimestamp": None}, "items": items}
 
     def _mark_pending(self, workload: dict[str, Any], reason: str, message: str, now: str) -> None:
         stored = self.set_status(

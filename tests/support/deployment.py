@@ -330,10 +330,25 @@ class AirflowDeployment:
         self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None) -> str:
+        """A new DAG run. The deployment's SQLite lets one writer in at a time: a run created while
+        the last scenario's task still writes its XComs may answer 500 ("Database error", the
+        database locked past its busy timeout), and is asked for again; with its ``run_id`` a
+        second ask cannot make a second run (409: the first one went through)."""
         body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {})}
         if run_id:
             body["dag_run_id"] = run_id
-        return str(self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"])
+        asked = 0
+        while True:
+            try:
+                return str(self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"])
+            except DeploymentError as error:
+                if run_id and asked and "→ 409" in str(error):
+                    return run_id
+                locked = "→ 500" in str(error) and "Database error" in str(error)
+                asked += 1
+                if not (run_id and locked) or asked == 5:
+                    raise
+            time.sleep(1)
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.run.timeline import FINISHED_KINDS, duration
+from pathways_airflow.state.queue import QueuePlace
 
 
 RESULT_KEYS = ("name", "namespace", "backend", "state")
@@ -145,6 +146,8 @@ class WorkloadView:
     backend: str | None = None
     state: str | None = None
     restarts: int | None = None
+    queue_text: str | None = None
+    """Where the last workload stood in Kueue's queue when last seen waiting there."""
     wall_time_text: str | None = None
     summary: str | None = None
     started: str | None = None
@@ -352,6 +355,7 @@ def workload_view(result: Any) -> WorkloadView:
     checkpoint = result.get("checkpoint") if isinstance(result.get("checkpoint"), Mapping) else None
     wall = _number(result.get("wall_time_seconds"))
     restarts = result.get("restarts")
+    queued = result.get("queued")
     return WorkloadView(
         is_workload=True,
         message=f"{result['backend']} {result['namespace']}/{result['name']}: {result['state']}",
@@ -360,6 +364,7 @@ def workload_view(result: Any) -> WorkloadView:
         backend=result["backend"],
         state=result["state"],
         restarts=restarts if isinstance(restarts, int) else None,
+        queue_text=QueuePlace.from_dict(queued).line() if isinstance(queued, Mapping) else None,
         wall_time_text=duration(wall) if wall is not None else None,
         summary=str(result.get("disruption_summary") or "") or None,
         started=utc_text(t0),

@@ -267,3 +267,12 @@ def test_a_dags_own_gated_run_with_newer_runs_after_it_is_not_called_the_newest(
     assert view.current_run_id == first_run and view.current_label == "this DAG's gated run (2 newer in the history)"
     history, latest = four_nights()
     assert benchmark_view(history, latest, latest_run_id=latest["run_id"]).current_label == "newest run"
+
+
+def test_where_the_workload_stood_in_kueues_queue_is_said_when_it_waited_there():
+    queued = {"local_queue": "team-a", "cluster_queue": "cluster-queue", "ahead_in_cluster_queue": 2, "ahead_in_local_queue": 1,
+              "quota": [{"flavor": "tpu-v5-lite-podslice-2x4", "used": 16, "nominal": 16}]}
+    view = workload_view({**RESULT, "queued": queued})
+    assert view.queue_text == "2 ahead in ClusterQueue cluster-queue, 1 of them in LocalQueue team-a; tpu-v5-lite-podslice-2x4: 16/16 chips in use"
+    assert to_json(view)["queue_text"] == view.queue_text
+    assert workload_view({**RESULT, "queued": None}).queue_text is None and workload_view(RESULT).queue_text is None

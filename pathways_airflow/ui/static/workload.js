@@ -33,6 +33,7 @@
       el("h1", {}, ["Workload ", el("code", {}, [view.name])]),
       meta,
       view.summary ? el("p", { class: "summary" }, [view.summary]) : null,
+      view.queue_text ? el("p", { class: "muted", id: "queue-place" }, ["last seen in Kueue's queue: " + view.queue_text]) : null,
       view.started ? el("p", { class: "muted" }, ["first submitted " + view.started]) : null
     ]);
   }

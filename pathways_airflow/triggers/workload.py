@@ -31,6 +31,7 @@ from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 from pathways_airflow.state import creation, disruption, model, ran_on, status, workload_parts
+from pathways_airflow.state.queue import QueuePlace
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
@@ -224,7 +225,7 @@ class PathwaysJobTrigger(KillableTrigger):
         queued = await self._queue_place(observation) if queue_read else None
         return wait_memory.Readings(failure, head_log, tuple(causes), seen, queue_read=queue_read, queued=queued)
 
-    async def _queue_place(self, observation: model.Observation) -> Any:
+    async def _queue_place(self, observation: model.Observation) -> QueuePlace | None:
         """Its place in Kueue's queue, or ``None``: reading it is worth a line, never the wait."""
         assert observation.kueue_workload is not None
         try:

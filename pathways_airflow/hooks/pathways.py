@@ -54,7 +54,6 @@ from pathways_airflow.state.jobs import job_outcome, run_again_on_retry
 
 if TYPE_CHECKING:
     from pathways_airflow.state.model import Observation
-    from pathways_airflow.state.queue import QueuePlace
 
 LOG_TAIL_LINES = 30
 """How many log lines a failure quotes: enough for a traceback, few enough to read."""
@@ -495,17 +494,12 @@ class AsyncPathwaysHook(_ClusterHook):
             finally:
                 response.release()
 
-    async def queue_place(self, namespace: str, kueue_workload: Mapping[str, Any]) -> "QueuePlace | None":
-        """Where a pending Kueue Workload stands (:mod:`~pathways_airflow.state.queue`): its LocalQueue,
-        that queue's pending workloads from Kueue's visibility API, and its ClusterQueue's quota.
-        ``None`` when there is nothing to say: no LocalQueue, no visibility API served (an older
-        Kueue, or its visibility server off) or not permitted, or the workload admitted meanwhile.
-        The ClusterQueue is cluster-scoped: without leave to read it, the place comes without quota."""
-        from pathways_airflow.state.queue import local_queue_of, queue_place
-
-        name, queue = str((kueue_workload.get("metadata") or {}).get("name", "")), local_queue_of(kueue_workload)
-        if not queue:
-            return None
+    async def queue_view(self, namespace: str, queue: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None] | None:
+        """A LocalQueue, its pending workloads from Kueue's visibility API (a ``PendingWorkloadsSummary``)
+        and its ClusterQueue: what :func:`~pathways_airflow.state.queue.queue_place` reads a
+        workload's place from. ``None`` when the LocalQueue is gone, or the visibility API is not
+        served (an older Kueue, or its visibility server off) or not permitted. The ClusterQueue is
+        cluster-scoped: without leave to read it, it is ``None`` and the place comes without quota."""
         try:
             local = await self.get(LOCAL_QUEUE, namespace, queue)
             pending = await self.request("GET", PENDING_IN_LOCAL_QUEUE.path(namespace, queue, "pendingworkloads"), attempts=1) if local else None
@@ -513,7 +507,7 @@ class AsyncPathwaysHook(_ClusterHook):
             if status_of(error) in (403, 404, 503):  # not served, or not ours to read: the wait says what Kueue's conditions say
                 return None
             raise
-        if local is None or pending is None:
+        if local is None or not isinstance(pending, dict):
             return None
         cluster_queue = None
         try:
@@ -521,7 +515,7 @@ class AsyncPathwaysHook(_ClusterHook):
         except Exception as error:
             if status_of(error) != 403:
                 raise
-        return queue_place(name, pending, local, cluster_queue)
+        return local, pending, cluster_queue
 
     async def list_nodes(self, label_selector: str | None = None, attempts: int = MAX_ATTEMPTS) -> list[dict[str, Any]]:
         return await self.list(NODE, label_selector=label_selector, attempts=attempts)

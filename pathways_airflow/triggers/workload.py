@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from dataclasses import replace
 from functools import cached_property
 from typing import Any, AsyncIterator
@@ -31,7 +32,7 @@ from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
 from pathways_airflow.state import creation, disruption, model, ran_on, status, workload_parts
-from pathways_airflow.state.queue import QueuePlace
+from pathways_airflow.state.queue import QueuePlace, local_queue_of, queue_place
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
@@ -63,6 +64,23 @@ def _seen(watch: SharedWatch, name: str, namespace: str) -> tuple[dict[str, Any]
     """The workload's objects in ``watch``, live and recently deleted (their last state)."""
     found = (*watch.related(name), *watch.related_deleted(name))
     return tuple(o for o in found if o["metadata"].get("namespace") == namespace)
+
+
+_QUEUE_VIEWS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], tuple[float, asyncio.Task[Any]]]] = weakref.WeakKeyDictionary()
+
+
+async def shared_queue_view(hook: AsyncPathwaysHook, target: ClusterTarget, namespace: str, queue: str) -> Any:
+    """:meth:`~pathways_airflow.hooks.pathways.AsyncPathwaysHook.queue_view` of one LocalQueue, read
+    once per check period for every wait of the running loop queued in it: a fleet's queued waits
+    cost three requests per LocalQueue per period, not per wait."""
+    loop = asyncio.get_running_loop()
+    views = _QUEUE_VIEWS.setdefault(loop, {})
+    key, now = (target.key, namespace, queue), time.monotonic()
+    found = views.get(key)
+    if found is None or found[0] <= now:
+        found = (now + wait_memory.CHECK_EVERY_SECONDS, loop.create_task(hook.queue_view(namespace, queue)))
+        views[key] = found
+    return await asyncio.shield(found[1])
 
 
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
@@ -227,12 +245,19 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _queue_place(self, observation: model.Observation) -> QueuePlace | None:
         """Its place in Kueue's queue, or ``None``: reading it is worth a line, never the wait."""
-        assert observation.kueue_workload is not None
+        workload = observation.kueue_workload or {}
+        queue = local_queue_of(workload)
+        if queue is None:
+            return None
         try:
-            return await self.hook.queue_place(self.namespace, observation.kueue_workload)
+            view = await shared_queue_view(self.hook, self.cluster, self.namespace, queue)
         except Exception as error:
             self.log.info("%s/%s: could not read its place in Kueue's queue (%s)", self.namespace, self.name, describe(error))
             return None
+        if view is None:
+            return None
+        local, pending, cluster_queue = view
+        return queue_place(str((workload.get("metadata") or {}).get("name", "")), pending, local, cluster_queue)
 
     async def _creation_refused(
         self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs, now: float

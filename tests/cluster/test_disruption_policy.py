@@ -298,3 +298,26 @@ def delete_jobset(cluster, name: str) -> None:
     from pathways_airflow.resources import JOBSET
 
     PathwaysHook().delete(JOBSET, "default", name)
+
+
+def test_waits_queued_in_one_local_queue_share_one_read_of_it(pathways_cluster):
+    """However many waits are queued in a LocalQueue, one check period reads it once: the
+    LocalQueue, its pending workloads and its ClusterQueue, three requests for all of them."""
+    import asyncio
+
+    from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
+    from pathways_airflow.triggers.workload import shared_queue_view
+    from pathways_airflow_testing.kueue_setup import CLUSTER_QUEUE, LOCAL_QUEUE
+
+    async def fleet() -> list:
+        target = ClusterTarget()
+        hook = AsyncPathwaysHook(target)
+        return await asyncio.gather(*(shared_queue_view(hook, target, "default", LOCAL_QUEUE) for _ in range(50)))
+
+    before = pathways_cluster.request_counts.get("GET", 0)
+    views = asyncio.run(fleet())
+    assert pathways_cluster.request_counts.get("GET", 0) - before == 3
+    local, pending, cluster_queue = views[0]
+    assert all(view is views[0] for view in views)
+    assert local["spec"]["clusterQueue"] == CLUSTER_QUEUE == cluster_queue["metadata"]["name"]
+    assert pending["kind"] == "PendingWorkloadsSummary"

@@ -164,9 +164,12 @@ def classify(
     kueue_workload: Mapping[str, Any] | None = None,
     exit_codes: ExitCodePolicy = ExitCodePolicy(),
     recorded: "Classification | None" = None,
+    ran_on: Sequence[str] = (),
 ) -> Classification:
     """The verdict on why the workload's current attempt stopped (``nodes``: the nodes now;
-    ``None`` when they could not be read, which says nothing of them).
+    ``None`` when they could not be read, which says nothing of them; ``ran_on``: the nodes the
+    attempt's workers are known to have run on, when known: then only they can vouch against the
+    head-first rule below, not a node of the same shape the attempt never used).
 
     ``recorded`` is a disruption a watcher saw during this attempt and wrote on the workload
     (:mod:`pathways_airflow.run.annotations`): its pods may be gone since, and it outranks the
@@ -232,7 +235,10 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None and nodes is not None and not slice_nodes_disrupted(jobset, by_name.values()):
+    candidates = [by_name.get(name) for name in ran_on] if ran_on else None
+    if head_job is not None and nodes is not None and not (
+        any(node_disruption(n) for n in candidates) if candidates is not None else slice_nodes_disrupted(jobset, by_name.values())
+    ):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),

@@ -68,6 +68,13 @@ def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list
     return to_the_second(data["since"]), [str(n) for n in data["nodes"]]
 
 
+def nodes_it_ran_on(workload: Mapping[str, Any] | None, restart: int | None, scheduled: Sequence[tuple[str, str]] = ()) -> tuple[str, ...]:
+    """The nodes attempt ``restart``'s workers ran on, as a trigger recorded them, else as the
+    scheduler bound them (:func:`scheduled_workers`); empty when neither is known."""
+    recorded = _ran_on(workload or {}, restart)
+    return tuple(recorded[1]) if recorded else tuple(dict.fromkeys(name for _, name in scheduled))
+
+
 def went_down_under_it(
     workload: Mapping[str, Any] | None,
     restart: int | None,

@@ -313,10 +313,14 @@ class PathwaysJobTrigger(KillableTrigger):
         nodes = await self._nodes(proven)
         top = wait_memory.top_of(observation)
         recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
+        where = ran_on.nodes_it_ran_on(top, attempt)
         if recorded is None and not proven and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
-            recorded = ran_on.went_down_under_it(None, attempt, nodes or [], await self._where_workers_were_scheduled())
+            scheduled = await self._where_workers_were_scheduled()
+            recorded = ran_on.went_down_under_it(None, attempt, nodes or [], scheduled)
+            where = where or ran_on.nodes_it_ran_on(None, attempt, scheduled)
         return disruption.classify(
-            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
+            pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded,
+            ran_on=where,
         )
 
     async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]] | None:

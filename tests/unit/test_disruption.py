@@ -320,3 +320,20 @@ def test_a_head_that_failed_first_after_its_slice_was_lost_is_not_called_a_bug()
     other["status"] = down["status"]
     healthy = node(**selector)
     assert classify(pods=[], nodes=[other, healthy], jobs=[], jobset=jobset).verdict is Verdict.USER_ERROR
+
+
+def test_where_the_workers_ran_is_known_only_their_nodes_vouch_against_the_head_first_rule():
+    """Maintenance on another slice of the same shape, which the attempt never used, does not make
+    a head that failed first (its pod gone before anyone read its exit) anything but a bug; the
+    nodes its workers ran on still do when they are down."""
+    jobset = failed_jobset("train-pathways-head-0")
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x4"}
+    jobset["spec"] = {"replicatedJobs": [{"name": "worker", "template": {"spec": {"template": {"spec": {"nodeSelector": selector}}}}}]}
+    used = node(**selector)
+    elsewhere = tainted(node(**selector, **{"cloud.google.com/active-node-maintenance": "ONGOING"}))
+    elsewhere["metadata"]["name"] = "gke-local-tpu-v5e-2x4-2-0"
+    assert classify(pods=[], nodes=[used, elsewhere], jobs=[], jobset=jobset).verdict is not Verdict.USER_ERROR  # where unknown
+    assert classify(pods=[], nodes=[used, elsewhere], jobs=[], jobset=jobset, ran_on=[NODE_NAME]).verdict is Verdict.USER_ERROR
+    verdict = classify(pods=[], nodes=[used, elsewhere], jobs=[], jobset=jobset, ran_on=[NODE_NAME, "gke-local-tpu-v5e-2x4-2-0"])
+    assert verdict.verdict is not Verdict.USER_ERROR
+    assert classify(pods=[], nodes=[elsewhere], jobs=[], jobset=jobset, ran_on=[NODE_NAME]).verdict is not Verdict.USER_ERROR  # its node is gone

@@ -29,13 +29,13 @@ from typing import Any, Iterable, Mapping, Sequence
 from pathways_airflow.run.records import Disruption, PhaseSeen
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.state.conditions import condition
-from pathways_airflow.state.ran_on import went_down_under_it
+from pathways_airflow.state.ran_on import nodes_it_ran_on, went_down_under_it
 from pathways_airflow.state.disruption import (
     NO_EVIDENCE,
     Classification,
     Verdict,
     head_failed_first,
-    slice_nodes_disrupted,
+    workers_nodes_disrupted,
 )
 from pathways_airflow.state.status import failed_by_the_user_error_rule
 from pathways_airflow.state.workload_parts import restarts_of
@@ -124,8 +124,8 @@ def verdict_after_the_fact(
     attempt, or a node it ran on that went down since its workers started
     (:mod:`~pathways_airflow.state.ran_on`); the ``jobset`` backend's failure policy ruling a user error; the JobSet (or the
     PathwaysJob, which repeats its message) naming the head as the first to fail while no node of
-    the workers' slice shape is disrupted now (``nodes`` is ``None`` when they could not be read:
-    then no node vouches for a bug).
+    the nodes its workers ran on (when a trigger recorded them), else of their slice shape, is
+    disrupted now (``nodes`` is ``None`` when they could not be read: then no node vouches for a bug).
     Anything else is a disruption nobody could see: resubmitting, and resuming, is the answer.
     """
     recorded = ended_by(workload)
@@ -139,7 +139,7 @@ def verdict_after_the_fact(
     if workload.get("kind") == "JobSet" and failed_by_the_user_error_rule(workload):
         return Classification(Verdict.USER_ERROR, (said,))
     head = head_failed_first(workload)
-    if head is not None and nodes is not None and not slice_nodes_disrupted(workload, nodes):
+    if head is not None and nodes is not None and not workers_nodes_disrupted(workload, list(nodes), nodes_it_ran_on(workload, attempt)):
         return Classification(
             Verdict.USER_ERROR,
             (f"the first failed job is the head's ({head}), and no node of its slice shape is disrupted",),

@@ -235,10 +235,7 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    candidates = [by_name.get(name) for name in ran_on] if ran_on else None
-    if head_job is not None and nodes is not None and not (
-        any(node_disruption(n) for n in candidates) if candidates is not None else slice_nodes_disrupted(jobset, by_name.values())
-    ):
+    if head_job is not None and nodes is not None and not workers_nodes_disrupted(jobset, by_name.values(), ran_on):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
@@ -310,6 +307,16 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Ma
         for node in nodes
         if all(_labels(node).get(key) == value for key, value in selector.items())
     )
+
+
+def workers_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]], ran_on: Sequence[str] = ()) -> bool:
+    """Whether a node that can vouch for a disruption of the workers shows one now: the nodes they
+    are known to have run on (``ran_on``, a gone one counting as disrupted), else any node of
+    their slice shape (:func:`slice_nodes_disrupted`)."""
+    if not ran_on:
+        return slice_nodes_disrupted(workload, nodes)
+    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+    return any(node_disruption(by_name.get(name)) is not None for name in ran_on)
 
 
 def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:

@@ -20,7 +20,7 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
-from pathways_airflow.state.workload_parts import head_job_name, is_of_current_restart_attempt, worker_job_name, worker_replicated_job
+from pathways_airflow.state.workload_parts import head_job_name, of_current_restart_attempt, worker_job_name, worker_replicated_job
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
@@ -206,7 +206,7 @@ def classify(
         if _failed_on_a_disruption(job):
             evidence.append(f"job {(job.get('metadata') or {}).get('name')}: {(true_condition(job, 'Failed') or {}).get('message')}")
             verdicts.append(Verdict.UNKNOWN_INFRA)
-    current_jobs = _of_attempt(jobs, jobset)
+    current_jobs = of_current_restart_attempt(jobs, jobset)
     for sign in lost_workers(current_jobs, current, worker_job_name(jobset)):
         evidence.append(sign)
         verdicts.append(Verdict.SLICE_FAILURE)
@@ -243,16 +243,10 @@ def classify(
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
 
 
-def _of_attempt(objs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The Jobs or pods of the JobSet's current restart attempt, Jobs restarted alone within it
-    included (:func:`~pathways_airflow.state.workload_parts.is_of_current_restart_attempt`); all
-    of them without a JobSet."""
-    return [o for o in objs if jobset is None or is_of_current_restart_attempt(o, jobset)]
-
-
 def _current_pods(pods: Sequence[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The pods of the JobSet's current restart attempt (:func:`_of_attempt`); all of them when none is."""
-    return _of_attempt(pods, jobset) or list(pods)
+    """The pods of the JobSet's current restart attempt
+    (:func:`~pathways_airflow.state.workload_parts.of_current_restart_attempt`); all of them when none is."""
+    return of_current_restart_attempt(pods, jobset) or list(pods)
 
 
 def _failed_on_a_disruption(job: Mapping[str, Any]) -> bool:

@@ -122,6 +122,12 @@ def is_of_current_run(obj: Obj, jobset: Obj) -> bool:
     return own is None or as_int(own, -1) >= target
 
 
+def of_current_restart_attempt(objs: Iterable[Obj], jobset: Obj | None) -> list[Obj]:
+    """The objects of the JobSet's current restart attempt, Jobs restarted alone within it included
+    (:func:`is_of_current_restart_attempt`); all of them without a JobSet."""
+    return [o for o in objs if jobset is None or is_of_current_restart_attempt(o, jobset)]
+
+
 def of_current_run(objs: Iterable[Obj], jobset: Obj | None) -> list[Obj]:
     """The objects of the JobSet's current run (:func:`is_of_current_run`); all of them without a JobSet."""
     return [o for o in objs if jobset is None or is_of_current_run(o, jobset)]

@@ -748,13 +748,14 @@ class LocalCluster:
 
     def _pending_workloads(self, kind: Any, target: Any, query: Mapping[str, str]) -> dict[str, Any]:
         """``GET /apis/visibility.kueue.x-k8s.io/v1beta2/[namespaces/<ns>/]{localqueues,clusterqueues}/<name>/pendingworkloads``."""
-        if kind.group != VISIBILITY_GROUP or not any(isinstance(c, KueueController) for c in self._controllers):
+        kueue = next((c for c in self._controllers if isinstance(c, KueueController)), None)
+        if kind.group != VISIBILITY_GROUP or kueue is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         try:
             limit, offset = int(query.get("limit", 1000)), int(query.get("offset", 0))
         except ValueError:
             raise ApiError(400, "BadRequest", "limit and offset must be integers") from None
-        return self._kueue().pending_workloads(target.namespace, target.name, limit=min(max(limit, 0), 4000), offset=max(offset, 0))
+        return kueue.pending_workloads(target.namespace, target.name, limit=min(max(limit, 0), 4000), offset=max(offset, 0))
 
     async def _local_request(self, request: web.Request) -> web.Response:
         """``POST /_local/scenarios/<name>`` with JSON keyword arguments runs a scenario."""

@@ -62,6 +62,8 @@ with DAG(
         "steps": Param(100, type="integer", minimum=1),
         "checkpoint_period": Param(10, type="integer", minimum=1),
         "max_disruptions": Param(3, type="integer", minimum=0),
+        "expected_hours": Param(12, type="number", exclusiveMinimum=0, description="how long training runs: maintenance announced inside it is handled first"),
+        "maintenance_window": Param("wait", enum=["wait", "start_now", "ignore"], description="maintenance announced inside the training: wait for it, start it now on idle slices, or go ahead"),
         "serving_tpu": Param("v5e", enum=["v4", "v5e", "v5p", "v6e", "tpu7x"]),
         "serving_topology": Param("2x4", type="string"),
         "num_prompts": Param(20, type="integer", minimum=1),
@@ -101,6 +103,8 @@ with DAG(
         env={"PATHWAYS_TESTING_STEP_SECONDS": "{{ params.local_step_seconds }}"},
         checkpoint_dir="gs://{{ params.bucket }}/runs/{{ params.run_name }}/checkpoints",
         max_disruptions="{{ params.max_disruptions }}",
+        expected_duration="{{ params.expected_hours * 3600 }}",
+        maintenance_window="{{ params.maintenance_window }}",
         retries=2,
         **RETRY_POLICY_KWARGS,  # the ready-made retry policy on Airflow 3.3+
         retry_delay=dt.timedelta(minutes=5),

@@ -57,6 +57,15 @@ SPOT = "cloud.google.com/gke-spot"
 ACTIVE_MAINTENANCE = "cloud.google.com/active-node-maintenance"
 SCHEDULED_MAINTENANCE = "cloud.google.com/scheduled-maintenance-time"
 IMPENDING_TERMINATION = "cloud.google.com/impending-node-termination"
+# "Manually start host maintenance" (same GKE page): label a node whose maintenance is announced
+# ``cloud.google.com/perform-maintenance=true`` and GKE starts that maintenance at once, instead of
+# at ``scheduled-maintenance-time``. (The same label names are the constants of GKE's node
+# maintenance controller: customerTriggeredMaintenanceLabel, upcomingMaintenanceLabel,
+# activeMaintenanceLabel.) A host event takes the whole slice, so the whole node pool is labelled.
+PERFORM_MAINTENANCE = "cloud.google.com/perform-maintenance"
+# A pod a DaemonSet runs on every node (device plugins, log agents) does not make a node busy, nor
+# does a static pod's mirror (kubernetes/api core/v1 annotation_key_constants.go, MirrorPodAnnotationKey).
+MIRROR_POD = "kubernetes.io/config.mirror"
 
 # kubernetes/api core/v1/well_known_labels.go (LabelInstanceTypeStable).
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"

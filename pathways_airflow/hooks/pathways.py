@@ -26,7 +26,7 @@ from airflow.sdk import BaseHook
 from tenacity import AsyncRetrying, Retrying
 
 from pathways_airflow import well_known
-from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, InfrastructureError, KubernetesApiError
+from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, InfrastructureError, KubernetesApiError, PermissionMissingError
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
@@ -272,6 +272,33 @@ class PathwaysHook(_ClusterHook):
         except Exception as error:
             if status_of(error) == 403:
                 return None
+            raise
+
+    def pods_on_node_if_permitted(self, node: str) -> list[dict[str, Any]] | None:
+        """Every pod bound to ``node``, in any namespace; ``None`` when this identity may not list
+        pods cluster-wide (the callers then cannot tell an idle slice from a busy one)."""
+        try:
+            return self.list(POD, None, field_selector=f"spec.nodeName={node}")
+        except Exception as error:
+            if status_of(error) == 403:
+                return None
+            raise
+
+    def start_node_maintenance(self, node: str) -> None:
+        """Ask GKE to start the node's announced maintenance now (label ``perform-maintenance=true``)."""
+        try:
+            self.request(
+                "PATCH",
+                object_path(NODE, None, node),
+                body={"metadata": {"labels": {well_known.PERFORM_MAINTENANCE: "true"}}},
+                content_type="application/merge-patch+json",
+            )
+        except Exception as error:
+            if status_of(error) == 403:
+                raise PermissionMissingError(
+                    f"may not label node {node} to start its maintenance: {api_error_message(error)}. "
+                    "maintenance_window='start_now' needs patch on nodes (README, Permissions)"
+                ) from None
             raise
 
     def wait_gone(

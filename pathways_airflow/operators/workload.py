@@ -8,6 +8,7 @@ failure means — is made by the pure ``spec`` and ``state`` packages; the opera
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from pathways_airflow.operators.base import ClusterOperator, first_event_here
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.lineage import ReportsLineage, training_rule
+from pathways_airflow.operators.maintenance import MindsMaintenance
 from pathways_airflow.operators.manifest import SuppliedManifest
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
@@ -87,7 +89,7 @@ _SPEC_PARAMETERS = ("topology", "pathways_dir", "backend", *_WORKLOAD_FIELDS)
 """What ``manifest=`` replaces: each of these given with it is refused (but ``queue_name``)."""
 
 
-class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
+class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, ClusterOperator):
     """Submit a Pathways workload to TPU slices on GKE.
 
     :param tpu: TPU generation or machine type shorthand (``"v5e"``, ``"v6e"``, ``"v5p"``, ``"v4"``,
@@ -123,6 +125,15 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         name) and resumes from the newest committed checkpoint. Separate from Airflow ``retries``.
     :param wait_for_maintenance: before resubmitting, report which slices are still under
         maintenance; the new workload is scheduled once enough slices are back.
+    :param expected_duration: how long the run takes (``timedelta`` or seconds). With it, before
+        the workload is submitted, maintenance GKE announced inside that time on the slices it may
+        land on (``cloud.google.com/scheduled-maintenance-time``) is handled as
+        ``maintenance_window`` says.
+    :param maintenance_window: ``"wait"`` (default): submit once that maintenance has passed;
+        ``"start_now"``: start it now on the idle slices (GKE's manual start, label
+        ``cloud.google.com/perform-maintenance=true``; slices another workload runs on are left
+        alone), wait for it, then submit; ``"ignore"``: submit at once. The log and the result's
+        ``maintenance`` say what was announced, started and waited for.
     :param retry_user_errors: let Airflow retry a user-code failure (default: fail at once).
     :param ttl_seconds_after_finished: ``jobset`` backend: the JobSet deletes itself this long after
         it finished (default one day), even if Airflow never comes back to delete it; long enough
@@ -150,6 +161,8 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         "name_prefix",
         "max_disruptions",
         "ttl_seconds_after_finished",
+        "expected_duration",
+        "maintenance_window",
         *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
@@ -212,9 +225,13 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         ttl_seconds_after_finished: int | str | None = 86_400,
         manifest: Mapping[str, Any] | str | None = None,
         main_container: str | None = None,
+        expected_duration: dt.timedelta | float | str | None = None,
+        maintenance_window: str = "wait",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.expected_duration = expected_duration
+        self.maintenance_window = maintenance_window
         self.manifest = manifest
         self.main_container = main_container
         self.topology = topology
@@ -290,6 +307,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         if ttl is not None and not (only_known and looks_templated(ttl)):
             checked_integer(problems, "ttl_seconds_after_finished", ttl, minimum=0, maximum=2**31 - 1)
         problems.extend(filter(None, [exit_codes_problem("system_exit_codes", self.system_exit_codes)]))
+        problems.extend(self.maintenance_problems(only_known=only_known))
         if self.manifest is not None:
             problems.extend(self.manifest_problems(_SPEC_PARAMETERS, only_known=only_known, context=context))
         elif not (only_known and looks_templated(self._workload_arguments())):
@@ -337,7 +355,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
 
     # --- running: submit, wait, report ----------------------------------------------------------
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context, maintenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
         self.validate(context=context)
         identity = self.task_identity(context)
         resource = workload_resource(self.backend)
@@ -360,8 +378,10 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
-        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try, runs=earlier.runs)
-        if plan.reuse is None and plan.adopt is None:
+        fresh = plan.reuse is None and plan.adopt is None  # nothing of this task runs: mind announced maintenance first
+        maintenance = self.maintenance_before_submitting(context, maintenance or earlier.maintenance) if fresh else earlier.maintenance
+        record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try, runs=earlier.runs, maintenance=maintenance)
+        if fresh:
             resume_from = self._newest_checkpoint(context) if rounds.carries_on(plan.attempt, getattr(context["ti"], "try_number", None), identity.first_try) else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
             adoption = self.hook.create_or_adopt(manifest, identity.key)
@@ -428,12 +448,8 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, ClusterOperator):
         from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
         return PathwaysJobTrigger(
-            name=name,
-            namespace=self.namespace,
-            backend=self.backend,
-            target=self.hook.resolved_target().to_dict(),
-            deadline=self.deadline(context),
-            last_state=last_state,
+            name=name, namespace=self.namespace, backend=self.backend, target=self.hook.resolved_target().to_dict(),
+            deadline=self.deadline(context), last_state=last_state,
         )
 
     def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:

@@ -157,6 +157,9 @@ class Submission:
     """When the current workload was submitted (``None``: at ``started``)."""
     runs: tuple[WorkloadRun, ...] = ()
     """The workloads of this round that have ended, oldest first."""
+    maintenance: Mapping[str, Any] | None = None
+    """What was done about maintenance announced inside the run before it was first submitted
+    (:meth:`~pathways_airflow.state.slices.MaintenanceAhead.recorded`); ``None``: not looked at."""
 
     @property
     def resubmissions(self) -> int:
@@ -203,6 +206,8 @@ class Submission:
             record["submitted"] = self.submitted
         if self.runs:
             record["runs"] = [r.to_dict() for r in self.runs]
+        if self.maintenance:
+            record["maintenance"] = dict(self.maintenance)
         return record if self.first_try is None else {**record, "first_try": self.first_try}
 
     @classmethod
@@ -218,6 +223,7 @@ class Submission:
             first_try=data["first_try"] if isinstance(data.get("first_try"), int) else None,
             submitted=data.get("submitted"),
             runs=tuple(WorkloadRun.from_dict(r) for r in data.get("runs") or ()),
+            maintenance=data.get("maintenance") or None,
         )
 
 

@@ -64,6 +64,7 @@ def workload_result(
         "goodput": goodput.to_dict(),
         "goodput_summary": goodput.summary(),
         "queued": dict(record.runs[-1].queued) if record.runs and record.runs[-1].queued else None,
+        "maintenance": dict(record.maintenance) if record.maintenance else None,
     }
     if checkpoint is not NO_CHECKPOINT_DIR:
         result["checkpoint"] = None if checkpoint is None else dict(checkpoint)  # type: ignore[call-overload]

@@ -10,11 +10,17 @@ and not about to terminate (taint ``cloud.google.com/impending-node-termination`
 it must also have no maintenance scheduled (label ``cloud.google.com/scheduled-maintenance-time``,
 Unix seconds) within a window, so a long job is not started on a slice about to be taken away.
 
+Before a run is submitted, :func:`maintenance_ahead` says which slices it may land on have
+maintenance announced inside its expected duration, and what its ``maintenance_window`` policy
+does about it: go ahead, wait until the maintenance has passed, or start it now on idle slices
+(GKE's manual start, label ``cloud.google.com/perform-maintenance=true``) and then wait.
+
 The current time is a parameter, never read here, so verdicts are reproducible.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from dataclasses import dataclass, field
@@ -255,18 +261,185 @@ class SliceReadiness:
         }
 
 
-def slice_readiness(nodes: Iterable[Node], request: SliceRequest, *, now: float) -> SliceReadiness:
-    """Group the requested kind of TPU nodes by node pool and judge each pool (``now``: Unix seconds)."""
+def pools_of(nodes: Iterable[Node], request: SliceRequest) -> dict[str, list[Node]]:
+    """The requested kind of TPU nodes by node pool (one pool, one slice), each sorted by name."""
     pools: dict[str, list[Node]] = {}
     for node in nodes:
         if matches(node, request):
             pools.setdefault(_labels(node).get(well_known.NODEPOOL, ""), []).append(node)
+    return {pool: sorted(members, key=_name) for pool, members in sorted(pools.items())}
+
+
+def slice_readiness(nodes: Iterable[Node], request: SliceRequest, *, now: float) -> SliceReadiness:
+    """Group the requested kind of TPU nodes by node pool and judge each pool (``now``: Unix seconds)."""
+    pools = pools_of(nodes, request)
     ready: list[str] = []
     not_ready: dict[str, str] = {}
-    for pool in sorted(pools):
-        problem = pool_problem(sorted(pools[pool], key=_name), request, now)
+    for pool in pools:
+        problem = pool_problem(pools[pool], request, now)
         if problem is None:
             ready.append(pool)
         else:
             not_ready[pool] = problem
     return SliceReadiness(request.description, request.num_slices, tuple(ready), not_ready)
+
+
+# --- maintenance announced inside a run ----------------------------------------------------------
+
+
+class MaintenanceWindow(str, enum.Enum):
+    """What a run does about maintenance GKE announced on its slices inside its expected duration."""
+
+    START_NOW = "start_now"
+    """Start it now on the idle slices (GKE's manual start), wait for it to pass, then submit."""
+    WAIT = "wait"
+    """Submit once the maintenance has passed."""
+    IGNORE = "ignore"
+    """Submit at once; the disruption is handled when it comes."""
+
+
+def maintenance_window_of(value: Any) -> MaintenanceWindow | None:
+    """The policy named by ``value`` (a string or the enum), or ``None`` if it names none."""
+    try:
+        return MaintenanceWindow(value)
+    except ValueError:
+        return None
+
+
+def duration_seconds(value: Any) -> float | None:
+    """A run's expected duration in seconds (``timedelta``, seconds, or a rendered number), ``None`` if invalid."""
+    return _seconds(value)
+
+
+def is_perform_maintenance_asked(node: Node) -> bool:
+    """Someone (we, or an operator) already asked GKE to start this node's maintenance now."""
+    return _labels(node).get(well_known.PERFORM_MAINTENANCE) == "true"
+
+
+def occupies_node(pod: Mapping[str, Any]) -> bool:
+    """A pod that makes its node busy: not finished, not a DaemonSet's, not a static pod's mirror.
+
+    A slice whose nodes run only device plugins and log agents is idle: starting its maintenance
+    takes nothing from anyone.
+    """
+    meta = pod.get("metadata") or {}
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    if well_known.MIRROR_POD in (meta.get("annotations") or {}):
+        return False
+    return not any(owner.get("kind") == "DaemonSet" for owner in meta.get("ownerReferences") or ())
+
+
+@dataclass(frozen=True)
+class MaintenanceAhead:
+    """Maintenance on the slices a run may land on, inside its expected duration, and what to do now.
+
+    Slices busy with another workload are left out: the run cannot land there now, and their
+    maintenance is never started for it.
+    """
+
+    policy: MaintenanceWindow
+    announced: Mapping[str, float] = field(default_factory=dict)
+    """Node pool → the earliest maintenance time announced on it (Unix seconds), inside the run."""
+    in_progress: tuple[str, ...] = ()
+    """Node pools under maintenance now (started by GKE, by us, or by anyone)."""
+    start_on: tuple[str, ...] = ()
+    """Nodes to label ``perform-maintenance=true`` now (``start_now``: every node of each idle
+    announced slice not already labelled)."""
+    busy: tuple[str, ...] = ()
+    """Announced node pools left alone because another workload runs on them."""
+
+    @property
+    def clear(self) -> bool:
+        """Nothing stands between the run and its submission."""
+        return self.policy is MaintenanceWindow.IGNORE or not (self.announced or self.in_progress)
+
+    @property
+    def waiting_for(self) -> tuple[str, ...]:
+        """The node pools whose maintenance the run waits out before it is submitted."""
+        return tuple(sorted({*self.announced, *self.in_progress})) if not self.clear else ()
+
+    def summary(self, now: float) -> str:
+        """One line for the task log: what is announced or under way, and what the run does about it."""
+        parts = [f"{pool}: maintenance {in_how_long(when - now)}" for pool, when in sorted(self.announced.items())]
+        parts += [f"{pool}: under maintenance" for pool in self.in_progress]
+        if not parts:
+            return "no maintenance announced on the slices this run may land on, within its expected duration"
+        said = "; ".join(parts)
+        if self.policy is MaintenanceWindow.IGNORE:
+            return f"{said} — submitting anyway (maintenance_window='ignore')"
+        doing = (
+            f"starting the maintenance of {len(self.start_on)} idle node(s) now (maintenance_window='start_now'), "
+            "then submitting once it has passed"
+            if self.start_on
+            else "submitting once it has passed"
+        )
+        busy = f"; left alone (busy): {', '.join(self.busy)}" if self.busy else ""
+        return f"{said} — {doing}{busy}"
+
+    def recorded(self, earlier: Mapping[str, Any] | None, *, now: float, expected_duration: float) -> dict[str, Any]:
+        """The result's ``maintenance``: what was announced when first looked at (seconds ahead),
+        the nodes whose maintenance the run started, the slices it waited for and how long (so far)."""
+        earlier = earlier or {}
+        since = float(earlier.get("since") or now)
+        return {
+            "policy": self.policy.value,
+            "expected_duration_seconds": expected_duration,
+            "since": since,
+            "announced": dict(earlier.get("announced") or {pool: round(when - now, 1) for pool, when in sorted(self.announced.items())}),
+            "started_on": sorted({*(earlier.get("started_on") or ()), *self.start_on}),
+            "waited_for": sorted({*(earlier.get("waited_for") or ()), *self.waiting_for}),
+            "busy": sorted({*(earlier.get("busy") or ()), *self.busy}),
+            "waited_seconds": round(now - since, 1),
+        }
+
+
+def maintenance_ahead(
+    nodes: Iterable[Node],
+    request: SliceRequest,
+    *,
+    now: float,
+    expected_duration: float,
+    policy: MaintenanceWindow,
+    busy_pools: Iterable[str] | None = (),
+) -> MaintenanceAhead:
+    """Which slices of the run's shape have maintenance inside ``[now, now + expected_duration]``.
+
+    ``busy_pools``: pools another workload runs on (left out); ``None`` when that cannot be read,
+    so every pool counts and none is started (we never take a slice from someone else's run).
+    A maintenance time already passed, and not yet begun, counts as inside.
+    """
+    pools = pools_of(nodes, request)
+    busy = set(busy_pools) if busy_pools is not None else set()
+    announced: dict[str, float] = {}
+    in_progress: list[str] = []
+    start_on: list[str] = []
+    left_alone: list[str] = []
+    for pool, members in pools.items():
+        if any(is_under_maintenance(n) for n in members):
+            in_progress.append(pool)
+            continue
+        times = [t for t in (scheduled_maintenance(n) for n in members) if t is not None]
+        if not times or min(times) > now + expected_duration:
+            continue
+        if pool in busy:
+            left_alone.append(pool)
+            continue
+        announced[pool] = min(times)
+        if policy is MaintenanceWindow.START_NOW and busy_pools is not None:
+            start_on.extend(_name(n) for n in members if not is_perform_maintenance_asked(n))
+    return MaintenanceAhead(policy, announced, tuple(in_progress), tuple(start_on), tuple(left_alone))
+
+
+def maintenance_passed(nodes: Iterable[Node], request: SliceRequest, pools: Iterable[str], *, now: float, expected_duration: float) -> bool:
+    """The named pools have no maintenance under way and none announced inside the run any more
+    (a pool gone from the cluster has none either)."""
+    wanted = set(pools)
+    by_pool = {pool: members for pool, members in pools_of(nodes, request).items() if pool in wanted}
+    for members in by_pool.values():
+        if any(is_under_maintenance(n) for n in members):
+            return False
+        times = [t for t in (scheduled_maintenance(n) for n in members) if t is not None]
+        if times and min(times) <= now + expected_duration:
+            return False
+    return True

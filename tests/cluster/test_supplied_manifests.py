@@ -10,6 +10,8 @@ step time is set in the program's environment so a disruption can land mid-run.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -330,4 +332,62 @@ def test_a_slice_a_supplied_jobset_restarts_alone_is_still_the_disruption_its_he
     [lost] = resubmitted
     assert lost["kind"] == "SLICE_FAILURE" and lost["resumed_from_step"] == 10, lost
     assert any("node.kubernetes.io/out-of-service" in e or "DeletionByPodGC" in e for e in lost["evidence"]), lost["evidence"]
+    wait_for(lambda: gone(identity, prefix), timeout=30)
+
+
+@pytest.mark.parametrize(("save_seconds", "grace", "committed"), [("2", 120, True), ("30", 1, False)], ids=["committed", "partial"])
+def test_a_checkpoint_saved_on_sigterm_is_resumed_from_when_committed_and_never_when_partial(pathways_cluster, save_seconds, grace, committed):
+    """MaxText's ``enable_autocheckpoint`` on every host of the plain multislice JobSet: maintenance
+    on process 0's slice at step 15 sends SIGTERM, and process 0 saves the step it completed last
+    within its grace period (a 2 s save in 120 s) or is killed in the middle of it (a 30 s save in 1 s).
+    The run goes on from that step in the first case, from the periodic step 10 in the second;
+    the partial step is never reported."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    task_id = f"sigterm-{'ok' if committed else 'cut'}"
+    run = f"sigterm-{uuid.uuid4().hex[:6]}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    document, container = local("jobset-multislice.yaml", run, env={"PATHWAYS_TESTING_SAVE_SECONDS": save_seconds})
+    pod_spec = document["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["containers"][0]["command"].append("enable_autocheckpoint=true")
+    pod_spec["terminationGracePeriodSeconds"] = grace  # what Autocheckpoint gets to save in
+    prefix = document["metadata"]["name"][:10].rstrip("-")
+    process_0 = {"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}
+
+    def maintenance_on_process_0s_slice(_: str) -> None:
+        [pod] = [p for p in pathways_cluster.list("v1", "Pod", "default", labels=process_0) if p["metadata"]["name"].startswith(identity.workload_name(0, prefix))]
+        node = pathways_cluster.get("v1", "Node", pod["spec"]["nodeName"], namespace=None)
+        pathways_cluster.maintenance(node["metadata"]["labels"]["cloud.google.com/gke-nodepool"], duration=600)
+
+    disrupt = when_step(pathways_cluster, identity, 15, maintenance_on_process_0s_slice, container=container, prefix=prefix, jobs=("slice", "slice"))
+    restored: list[str] = []
+
+    def note_restores() -> None:  # what each run of process 0 logged it resumed from, read before the pods go
+        for pod in pathways_cluster.list("v1", "Pod", "default", labels=process_0):
+            if pod["metadata"]["name"].startswith(identity.workload_name(0, prefix)[:-1]):
+                for line in pathways_cluster.read_log("default", pod["metadata"]["name"], container):
+                    if line.startswith(("restoring from this run's directory step", "preemption reached", "Job is preempted", "terminated at")) and (pod["metadata"]["name"], line) not in restored:
+                        restored.append((pod["metadata"]["name"], line))
+
+    done = threading.Event()
+    watcher = threading.Thread(target=lambda: [note_restores() or time.sleep(0.1) for _ in iter(lambda: done.is_set(), True)], daemon=True)
+    watcher.start()
+    try:
+        result = task(task_id, document, checkpoint_dir=f"gs://pathways-demo/maxtext/{run}/checkpoints").execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    finally:
+        done.set()
+        watcher.join(5)
+    disrupt.join(1)
+    assert result["state"] == "SUCCEEDED" and result["checkpoint"]["step"] == 19
+    assert [d["kind"] for d in result["disruptions"]] == ["MAINTENANCE"]
+    client = storage.Client(project="test", client_options={"api_endpoint": pathways_cluster.gcs_endpoint}, credentials=AnonymousCredentials())
+    names = [b.name for b in client.list_blobs("pathways-demo", prefix=f"maxtext/{run}/checkpoints/")]
+    steps_started = sorted({int(n.split("/")[3]) for n in names})
+    steps_committed = sorted({int(n.split("/")[3]) for n in names if n.endswith("/commit_success.txt")})
+    on_sigterm = [s for s in steps_started if s % 10 and s != 19]
+    assert len(on_sigterm) == 1 and on_sigterm[0] > 10, (steps_started, restored)  # process 0 may be a step behind the host that said 15
+    assert (on_sigterm[0] in steps_committed) is committed
+    resumed = [int(line.rsplit(" ", 1)[1]) for _, line in restored if line.startswith("restoring from")]
+    assert resumed and resumed[0] == (on_sigterm[0] if committed else 10), restored
     wait_for(lambda: gone(identity, prefix), timeout=30)

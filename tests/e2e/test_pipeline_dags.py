@@ -130,6 +130,10 @@ def test_the_demo_runs_the_chained_pipeline_with_a_maintenance_event(tmp_path, c
     for stage in ("slices_ready", "train", "convert", "benchmark", "check_regression"):
         assert f"  {stage}" in summary and "success" in summary
     assert ">>> host maintenance on TPU node pool" in output
+    # Maintenance GKE announced on an idle slice before the training was started and waited out first.
+    assert ">>> GKE announces host maintenance on idle TPU node pool tpu-v5e-2x4-2, due inside" in output
+    assert re.search(r"maintenance announced before training: tpu-v5e-2x4-2 in [\d.]+ h; started it on 2 idle nodes, waited \d+ s, "
+                     r"then submitted \(maintenance_window='start_now'\)", summary), summary
     assert "ended by MAINTENANCE" in output and "(attempt 1), resuming from step" in output
     assert "1 disruption (1 maintenance)" in summary
     assert "final training checkpoint: step 39" in summary

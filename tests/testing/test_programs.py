@@ -434,3 +434,38 @@ def test_a_ray_worker_of_a_multi_host_vllm_server_idles_on_the_vllm_image():
     worker = ["/bin/sh", "-c", "bash /workspace/vllm/examples/ray_serving/multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)\n"]
     assert program_name(worker, {}, "vllm/vllm-tpu:latest") == "idle"
     assert program_name(["/bin/sh", "-c", "bash multi-node-serving.sh leader; vllm serve --port 8000 --model=m"], {}, "vllm/vllm-tpu:latest") == "vllm"
+
+
+def test_with_enable_autocheckpoint_sigterm_saves_the_last_completed_step_unless_killed_mid_save(emulator, base):
+    """MaxText's ``enable_autocheckpoint`` (src/maxtext/common/checkpointing.py): a SIGTERM mid-run
+    saves the step completed last, then the run stops; a SIGKILL in the middle of that save (the
+    grace period over) leaves the step partial, and the next run resumes before it."""
+    checkpoints = f"{base}/auto/checkpoints"
+    argv = train_argv(base, "run_name=auto", "steps=40", "checkpoint_period=10", "enable_autocheckpoint=true")
+
+    async def scenario(gcs: RecordingGcs):
+        first = container(gcs, argv, {"PATHWAYS_TESTING_STEP_SECONDS": "5"})
+        task = asyncio.create_task(run_program(first))
+        await eventually(lambda: asyncio.sleep(0, bool(first.lines_with("completed step: 13,"))))
+        task.cancel()  # SIGTERM: the grace period lets the save finish
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        [said] = first.lines_with("preemption reached at step")
+        step = int(said.split()[4].rstrip(":"))
+        assert step >= 13 and first.lines_with("Job is preempted.")
+        assert await gcs.exists(f"{checkpoints}/{step}/{COMMIT_MARKER}")
+
+        second = container(gcs, argv, {"PATHWAYS_TESTING_STEP_SECONDS": "5", "PATHWAYS_TESTING_SAVE_SECONDS": "800"})
+        task = asyncio.create_task(run_program(second))
+        await eventually(lambda: asyncio.sleep(0, bool(second.lines_with("completed step: 21,"))))
+        task.cancel()
+        await eventually(lambda: gcs.exists(f"{checkpoints}/21/{METADATA_FILE}"))
+        await cancel(task)  # SIGKILL in the middle of the save
+        assert second.lines_with(f"restoring from this run's directory step {step}")
+        assert not await gcs.exists(f"{checkpoints}/21/{COMMIT_MARKER}")
+
+        third = container(gcs, argv)
+        assert await run_program(third) == 0
+        assert third.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 20"]
+
+    on_loop(emulator, scenario)

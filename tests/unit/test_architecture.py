@@ -8,7 +8,8 @@ functions alike (a function-level import is still a dependency). The rules:
   import ``run`` (the task's own books), which reads it;
 * hooks import no triggers, operators, sensors or UI; triggers no sensors or operators; sensors and
   operators not each other; an operator module imports no other operator module except a shared base
-  (``operators.base``, ``operators.lineage``, ``operators.manifest``); the ``operators`` package itself re-exports them;
+  (``operators.base``, ``operators.lineage``, ``operators.manifest``, ``operators.maintenance``); the
+  ``operators`` package itself re-exports them;
 * the local cluster and everything else of ``pathways-airflow-testing`` (``pathways_airflow_testing``)
   stays out of the provider: no provider module imports it, nor the ``pathways_airflow.testing``
   shim that re-exports it, except that shim itself; the provider reaches the rest only through
@@ -40,7 +41,7 @@ FORBIDDEN = {
     "sensors": ("operators", "ui"),
     "operators": ("sensors", "ui"),
 }
-SHARED_OPERATOR_BASES = ("operators.base", "operators.lineage", "operators.manifest")
+SHARED_OPERATOR_BASES = ("operators.base", "operators.lineage", "operators.manifest", "operators.maintenance")
 TESTING_PACKAGES = ("pathways_airflow_testing", "pathways_airflow.testing")
 TESTING_SHIM = "testing"
 

@@ -140,3 +140,17 @@ def test_the_lineage_chain_follows_each_tasks_output_into_the_next_tasks_input()
     broken = {**tasks, "convert": completed_tasks([event("convert", ["gs://b/ckpt/38"], ["gs://b/serving/0"])], "dag")["convert"]}
     assert chain(broken, ["train", "convert"]) == ["train", "✗"]
     assert chain({}, ["train"]) == ["✗ no lineage from train"]
+
+
+def test_the_summary_says_what_the_training_did_about_maintenance_announced_before_it():
+    from pathways_airflow_testing.demo import maintenance_before_line
+
+    started = {"policy": "start_now", "announced": {"tpu-v5e-2x4-2": 10800.0}, "started_on": ["n-0", "n-1"], "waited_for": ["tpu-v5e-2x4-2"], "waited_seconds": 6.2}
+    text = "\n".join(summary_lines(stages=[], results={"train": {"maintenance": started}}, committed_steps=[], leftovers=[], maintenance=None))
+    assert ("maintenance announced before training: tpu-v5e-2x4-2 in 3.0 h; started it on 2 idle nodes, waited 6 s, then "
+            "submitted (maintenance_window='start_now')") in text
+    waited = {**started, "policy": "wait", "started_on": []}
+    assert maintenance_before_line(waited).endswith("; waited 6 s for it, then submitted (maintenance_window='wait')")
+    ignored = {**started, "policy": "ignore", "started_on": [], "waited_for": []}
+    assert maintenance_before_line(ignored).endswith("; submitted anyway (maintenance_window='ignore')")
+    assert maintenance_before_line({"policy": "wait", "announced": {}}) is None and maintenance_before_line(None) is None

@@ -153,3 +153,141 @@ def test_the_trigger_round_trips():
     path, kwargs = trigger.serialize()
     assert path == "pathways_airflow.triggers.slices.TpuSliceReadinessTrigger"
     assert TpuSliceReadinessTrigger(**kwargs).serialize() == (path, kwargs)
+
+
+# --- maintenance announced inside a run -------------------------------------------------------------
+
+from pathways_airflow.state.slices import (  # noqa: E402
+    MaintenanceWindow,
+    maintenance_ahead,
+    maintenance_passed,
+    maintenance_window_of,
+    occupies_node,
+)
+from pathways_airflow_testing.nodes import PERFORM_MAINTENANCE_LABEL  # noqa: E402
+
+V5E_ONE = slice_request(tpu="v5e", topology="2x4")
+HOUR = 3600.0
+
+
+def announce(nodes: list[dict], pool: str, seconds_ahead: float) -> None:
+    """GKE's notice on every VM of the slice (it announces per node; a host event takes the slice)."""
+    for node in in_pool(nodes, pool):
+        node["metadata"]["labels"][SCHEDULED_MAINTENANCE_LABEL] = str(int(NOW + seconds_ahead))
+
+
+@pytest.mark.parametrize("policy", list(MaintenanceWindow))
+def test_nothing_announced_inside_the_run_lets_every_policy_submit(policy):
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-1", 20 * HOUR)  # after the run's ten hours
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=policy)
+    assert ahead.clear and ahead.waiting_for == () and ahead.start_on == ()
+    assert ahead.summary(NOW) == "no maintenance announced on the slices this run may land on, within its expected duration"
+
+
+def test_wait_waits_for_every_slice_the_run_may_land_on_with_maintenance_inside_it():
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-1", HOUR)
+    announce(nodes, "v5e-2", -60)  # overdue, not begun: still ahead of the run
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=MaintenanceWindow.WAIT)
+    assert not ahead.clear
+    assert ahead.announced == {"v5e-1": NOW + HOUR, "v5e-2": NOW - 60}
+    assert ahead.waiting_for == ("v5e-1", "v5e-2") and ahead.start_on == ()
+    assert ahead.summary(NOW) == "v5e-1: maintenance in 60 min; v5e-2: maintenance now — submitting once it has passed"
+
+
+def test_start_now_labels_every_vm_of_each_idle_announced_slice_and_leaves_busy_ones_alone():
+    nodes = cluster_nodes()
+    for pool in ("v5e-0", "v5e-1", "v5e-2"):
+        announce(nodes, pool, 2 * HOUR)
+    in_pool(nodes, "v5e-2")[0]["metadata"]["labels"][PERFORM_MAINTENANCE_LABEL] = "true"  # asked already
+    ahead = maintenance_ahead(
+        nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=MaintenanceWindow.START_NOW, busy_pools={"v5e-0"}
+    )
+    assert ahead.busy == ("v5e-0",)
+    assert ahead.waiting_for == ("v5e-1", "v5e-2")
+    assert ahead.start_on == (
+        *(n["metadata"]["name"] for n in in_pool(nodes, "v5e-1")),
+        in_pool(nodes, "v5e-2")[1]["metadata"]["name"],
+    )
+    assert ahead.summary(NOW).endswith(
+        "— starting the maintenance of 3 idle node(s) now (maintenance_window='start_now'), then submitting once it "
+        "has passed; left alone (busy): v5e-0"
+    )
+
+
+def test_start_now_starts_nothing_when_busy_slices_cannot_be_told_apart():
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-1", HOUR)
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=MaintenanceWindow.START_NOW, busy_pools=None)
+    assert ahead.start_on == () and ahead.waiting_for == ("v5e-1",)
+
+
+def test_ignore_goes_ahead_and_says_what_it_goes_ahead_of():
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-1", HOUR)
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=MaintenanceWindow.IGNORE)
+    assert ahead.clear and ahead.start_on == ()
+    assert ahead.summary(NOW) == "v5e-1: maintenance in 60 min — submitting anyway (maintenance_window='ignore')"
+
+
+def test_a_slice_under_maintenance_is_waited_for_and_passes_once_it_is_back_clean():
+    nodes = cluster_nodes()
+    for node in in_pool(nodes, "v5e-1"):
+        node["metadata"]["labels"][ACTIVE_MAINTENANCE_LABEL] = "ONGOING"
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=HOUR, policy=MaintenanceWindow.WAIT)
+    assert ahead.in_progress == ("v5e-1",) and ahead.waiting_for == ("v5e-1",)
+    assert not maintenance_passed(nodes, V5E_ONE, ["v5e-1"], now=NOW, expected_duration=HOUR)
+    for node in in_pool(nodes, "v5e-1"):
+        del node["metadata"]["labels"][ACTIVE_MAINTENANCE_LABEL]
+    assert maintenance_passed(nodes, V5E_ONE, ["v5e-1"], now=NOW, expected_duration=HOUR)
+    announce(nodes, "v5e-1", 30 * 60)  # announced again, inside the run: not passed
+    assert not maintenance_passed(nodes, V5E_ONE, ["v5e-1"], now=NOW, expected_duration=HOUR)
+    assert maintenance_passed(nodes, V5E_ONE, ["gone-pool"], now=NOW, expected_duration=HOUR)
+
+
+def test_the_record_keeps_what_was_first_announced_and_adds_up_the_wait():
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-1", HOUR)
+    first = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=MaintenanceWindow.START_NOW, busy_pools=set())
+    record = first.recorded(None, now=NOW, expected_duration=10 * HOUR)
+    assert record == {
+        "policy": "start_now", "expected_duration_seconds": 10 * HOUR, "since": NOW, "announced": {"v5e-1": HOUR},
+        "started_on": sorted(first.start_on), "waited_for": ["v5e-1"], "busy": [], "waited_seconds": 0.0,
+    }
+    later = maintenance_ahead(cluster_nodes(), V5E_ONE, now=NOW + 900, expected_duration=10 * HOUR, policy=MaintenanceWindow.START_NOW, busy_pools=set())
+    final = later.recorded(record, now=NOW + 900, expected_duration=10 * HOUR)
+    assert final["announced"] == {"v5e-1": HOUR} and final["started_on"] == record["started_on"]
+    assert final["waited_for"] == ["v5e-1"] and final["waited_seconds"] == 900.0
+
+
+def test_daemonset_mirror_and_finished_pods_leave_a_node_idle():
+    base = {"metadata": {"name": "p", "namespace": "ns"}, "status": {"phase": "Running"}}
+    assert occupies_node(base)
+    assert not occupies_node({**base, "metadata": {**base["metadata"], "ownerReferences": [{"kind": "DaemonSet", "name": "tpu-device-plugin"}]}})
+    assert not occupies_node({**base, "metadata": {**base["metadata"], "annotations": {"kubernetes.io/config.mirror": "abc"}}})
+    assert not occupies_node({**base, "status": {"phase": "Succeeded"}})
+    assert occupies_node({**base, "status": {"phase": "Pending"}})
+
+
+def test_policies_are_named_as_the_operator_takes_them():
+    assert [maintenance_window_of(v) for v in ("start_now", "wait", "ignore", "later")] == [*MaintenanceWindow, None]
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"maintenance_window": "later", "expected_duration": 3600}, "maintenance_window"),
+        ({"expected_duration": 0}, "expected_duration"),
+        ({"expected_duration": "soon"}, "expected_duration"),
+    ],
+)
+def test_the_operator_refuses_a_bad_window_or_duration_before_anything_is_submitted(kwargs, field):
+    from pathways_airflow.operators import PathwaysJobOperator
+
+    with pytest.raises(ValueError, match=f"{field}="):
+        PathwaysJobOperator(task_id="train", tpu="v5e", topology="2x4", pathways_dir="gs://bucket/tmp", **kwargs)
+    templated = PathwaysJobOperator(
+        task_id="train", tpu="v5e", topology="2x4", pathways_dir="gs://bucket/tmp", expected_duration="{{ params.hours * 3600 }}"
+    )
+    assert "expected_duration" in templated.template_fields

@@ -54,6 +54,7 @@ from pathways_airflow_testing.nodes import (
     IMPENDING_TERMINATION_TAINT,
     NODEPOOL_LABEL,
     OUT_OF_SERVICE_TAINT,
+    PERFORM_MAINTENANCE_LABEL,
     SCHEDULED_MAINTENANCE_LABEL,
     NodePool,
     default_node_pools,
@@ -606,7 +607,9 @@ class LocalCluster:
         """Host maintenance on a node pool (a whole TPU slice), as GKE runs it.
 
         ``cloud.google.com/scheduled-maintenance-time`` appears ``notice`` simulated seconds
-        ahead; then the nodes get ``cloud.google.com/active-node-maintenance`` and the
+        ahead, or less if someone starts it sooner (GKE's manual start: any node of the pool
+        labelled ``cloud.google.com/perform-maintenance=true``, noticed within
+        ``MANUAL_START_POLL`` simulated seconds); then the nodes get ``cloud.google.com/active-node-maintenance`` and the
         ``impending-node-termination`` taint, their pods are shut down (``DisruptionTarget``,
         ``Failed``/``Terminated``, exit 143 after their grace period), the stopped VMs' nodes go
         ``Ready=Unknown``, and after ``duration`` the nodes come back clean and Ready. With ``wait`` this returns once the pods are down.
@@ -617,7 +620,8 @@ class LocalCluster:
         async def run() -> None:
             when = int(self.clock.now() + notice)
             self._update_nodes(node_pool, lambda n: n["metadata"]["labels"].__setitem__(SCHEDULED_MAINTENANCE_LABEL, str(when)))
-            await self.clock.sleep(notice)
+            while self.clock.now() < when and not self._maintenance_asked_for(node_pool):
+                await self.clock.sleep(min(self.MANUAL_START_POLL, when - self.clock.now()))
 
             def begin(node: dict[str, Any]) -> None:
                 node["metadata"]["labels"][ACTIVE_MAINTENANCE_LABEL] = "ONGOING"
@@ -636,6 +640,12 @@ class LocalCluster:
         self.call(lambda: self._spawn(run()))
         if wait:
             started.wait(timeout=max(30.0, self.clock.real_seconds(notice) + 30))
+
+    MANUAL_START_POLL = 30.0
+    """Simulated seconds between looks for a manual start (GKE takes tens of seconds to begin one)."""
+
+    def _maintenance_asked_for(self, node_pool: str) -> bool:
+        return any((n["metadata"].get("labels") or {}).get(PERFORM_MAINTENANCE_LABEL) == "true" for n in self._pool_nodes(node_pool))
 
     def preempt_spot(self, node_pool: str, *, downtime: float = 300.0, wait: bool = True) -> None:
         """Spot preemption of a node pool: 30 s notice, pods shut down with a 15 s grace."""
@@ -780,6 +790,7 @@ def _clear_maintenance(node: dict[str, Any]) -> None:
     labels = node["metadata"]["labels"]
     labels.pop(ACTIVE_MAINTENANCE_LABEL, None)
     labels.pop(SCHEDULED_MAINTENANCE_LABEL, None)
+    labels.pop(PERFORM_MAINTENANCE_LABEL, None)
     node["spec"].pop("unschedulable", None)
     node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
 

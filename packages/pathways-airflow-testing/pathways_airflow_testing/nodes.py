@@ -19,6 +19,7 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 RESERVATION_LABEL = "cloud.google.com/reservation-name"
 SCHEDULED_MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
 ACTIVE_MAINTENANCE_LABEL = "cloud.google.com/active-node-maintenance"
+PERFORM_MAINTENANCE_LABEL = "cloud.google.com/perform-maintenance"  # GKE's manual start of announced maintenance
 IMPENDING_TERMINATION_TAINT = "cloud.google.com/impending-node-termination"
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"  # kubernetes/api core/v1/well_known_taints.go
 TPU_RESOURCE = "google.com/tpu"

@@ -30,6 +30,8 @@ from pathways_airflow_testing.store import StoreEvent, copy_of
 log = logging.getLogger(__name__)
 
 SIGTERM_EXIT = 143
+STOPPING = ("Killing", "NodeShutdown")
+"""Kill reasons of a pod on its way out (deleted, its node shut down): its containers never restart."""
 SIGKILL_EXIT = 137
 RESTART_BACKOFF_SECONDS = 10.0
 
@@ -76,6 +78,8 @@ class PodRuntime:
     extra_conditions: list[dict[str, Any]] = field(default_factory=list)
     started_at: str | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    grace: float = 30.0
+    """``spec.terminationGracePeriodSeconds``: what a deleted pod's containers get between SIGTERM and SIGKILL."""
 
     def container_port(self, port: int | str | None) -> int | None:
         """The loopback port serving a container port (number or name; ``None`` = the first)."""
@@ -153,8 +157,10 @@ class Kubelet(Controller):
         pod = self.store.find(self.pods, namespace, name)
         runtime = self.runtimes.get(key)
         if runtime and (pod is None or pod["metadata"]["uid"] != runtime.uid):
+            # A deleted pod is stopped as the kubelet stops one: SIGTERM, its grace period, SIGKILL
+            # (the API server here drops the object at once instead of waiting for the kubelet).
             self.runtimes.pop(key, None)
-            await self._kill(runtime, Killed(SIGTERM_EXIT, "Killing"), grace=0)
+            await self._kill(runtime, Killed(SIGTERM_EXIT, "Killing"), grace=runtime.grace)
             runtime = None
         if pod is None or not pod["spec"].get("nodeName") or runtime is not None:
             return
@@ -172,6 +178,7 @@ class Kubelet(Controller):
         for c in spec.get("containers") or ():
             containers[c["name"]] = ContainerRuntime(c["name"], False, False, c)
         runtime = PodRuntime(meta["namespace"], meta["name"], meta["uid"], spec["nodeName"], containers)
+        runtime.grace = float(spec.get("terminationGracePeriodSeconds", 30))
         for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
             for port in c.get("ports") or ():
                 if port.get("name"):
@@ -270,7 +277,7 @@ class Kubelet(Controller):
             container.ready = False
             container.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": self.clock.timestamp()}}
             restart = policy == "Always" or (policy == "OnFailure" and code != 0)
-            if killed is not None and killed.reason in ("Killing", "Completed", "NodeShutdown"):
+            if killed is not None and killed.reason in (*STOPPING, "Completed"):
                 restart = False
             if not restart:
                 self._publish(runtime)
@@ -395,8 +402,11 @@ class Kubelet(Controller):
         tasks = []
         for container in runtime.containers.values():
             if container.task and not container.task.done():
-                container.kill = why
-                container.task.cancel()
+                # SIGTERM once: a container already stopping (its pod deleted, its node shut down)
+                # keeps its grace period; one that crashed and waits to restart is stopped for good.
+                if container.kill is None or container.kill.reason not in STOPPING:
+                    container.kill = why
+                    container.task.cancel()
                 tasks.append(container.task)
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=self.clock.real_seconds(grace) or 0.5)

@@ -9,6 +9,11 @@ Command line (MaxText ``key=value`` or ``--key value``):
 
 * ``steps`` (100) — the run trains steps ``0 .. steps-1`` and exits 0 after the last.
 * ``checkpoint_period`` (10) — a checkpoint is saved at every multiple of it and at the last step.
+* ``enable_autocheckpoint`` (false) — MaxText's checkpoint on preemption
+  (``src/maxtext/common/checkpointing.py``: a save is due when ``enable_autocheckpoint`` is set and
+  the preemption sync point is reached, then training stops with "Job is preempted."): on SIGTERM
+  the last completed step is saved within the grace period; if the grace runs out first, the step
+  stays partial (no commit marker).
 * ``base_output_directory`` + ``run_name`` — checkpoints go to
   ``<base_output_directory>/<run_name>/checkpoints/<step>/``; ``$PATHWAYS_CHECKPOINT_DIR``, when
   set, names that directory instead. With neither, or ``enable_checkpointing=false``, nothing is
@@ -71,6 +76,7 @@ class TrainingPlan:
     fail_at_step: int | None
     exit_code: int
     not_saved_because: str | None = None
+    autocheckpoint: bool = False
     """Why a checkpoint directory was named but will not be written, for the log."""
 
     @classmethod
@@ -105,6 +111,7 @@ class TrainingPlan:
             fail_at_step=env_int(env, "PATHWAYS_TESTING_FAIL_AT_STEP", None),
             exit_code=env_int(env, "PATHWAYS_TESTING_EXIT_CODE", 1) or 0,
             not_saved_because=not_saved_because,
+            autocheckpoint=params.flag("enable_autocheckpoint", False),
         )
 
     @property
@@ -215,7 +222,7 @@ async def run(ctx: ProgramContext) -> int:
     else:
         ctx.log(NO_CHECKPOINT_LINE)
 
-    step = start
+    step, completed, loss = start, None, 0.0
     try:
         for step in range(start, plan.steps):
             if plan.fail_at_step is not None and step == plan.fail_at_step:
@@ -225,7 +232,7 @@ async def run(ctx: ProgramContext) -> int:
                 )
                 return plan.exit_code
             await ctx.clock.sleep(plan.step_seconds)
-            loss = synthetic_loss(step, plan.steps)
+            loss, completed = synthetic_loss(step, plan.steps), step
             ctx.log(
                 f"completed step: {step}, seconds: {plan.step_seconds:.3f}, TFLOP/s/device: 101.250, "
                 f"Tokens/s/device: 2048.000, total_weights: 16384, loss: {loss:.3f}"
@@ -235,7 +242,12 @@ async def run(ctx: ProgramContext) -> int:
             elif plan.saves_at(step):
                 await ctx.clock.sleep(plan.save_seconds)
     except asyncio.CancelledError:
-        ctx.log(f"terminated at step {step}; no checkpoint is committed for unfinished work")
+        if plan.autocheckpoint and completed is not None and plan.checkpoint_dir and is_primary_process(ctx):
+            ctx.log(f"preemption reached at step {completed}: saving a checkpoint (enable_autocheckpoint)")
+            await _save(ctx, plan, completed, loss)  # the kubelet cancels again when the grace period ends: partial
+            ctx.log("Job is preempted.")
+        else:
+            ctx.log(f"terminated at step {step}; no checkpoint is committed for unfinished work")
         raise
     ctx.log(f"training finished: {plan.steps} steps")
     return 0

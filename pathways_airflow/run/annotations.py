@@ -48,6 +48,8 @@ DISRUPTION_SEEN_ANNOTATION = f"{LABEL_PREFIX}/disruption-seen"
 restart attempt ``restart`` of the JobSet, before it ended."""
 
 RESTARTS_ANNOTATION = f"{LABEL_PREFIX}/restarts"
+RECOVERED_ANNOTATION = f"{LABEL_PREFIX}/recovered"
+"""The slice losses the program rode out itself (elastic slices), as the restarts are kept."""
 """A JSON list of the restarts seen (``Disruption.to_dict``), the newest :data:`MAX_KEPT`."""
 MAX_KEPT = 20
 RESTART_EVIDENCE_CHARS = 200
@@ -147,15 +149,16 @@ def verdict_after_the_fact(
     return Classification(Verdict.UNKNOWN_INFRA, (NO_EVIDENCE,))
 
 
-def restarts_annotation(restarts: Sequence[Disruption]) -> dict[str, str]:
-    """The annotation holding ``restarts`` (short evidence: annotations share 256 KiB per object)."""
+def restarts_annotation(restarts: Sequence[Disruption], key: str = RESTARTS_ANNOTATION) -> dict[str, str]:
+    """The annotation holding ``restarts`` (short evidence: annotations share 256 KiB per object);
+    ``key``: :data:`RECOVERED_ANNOTATION` for the slice losses the program rode out."""
     kept = [{**r.to_dict(), "evidence": [e[:RESTART_EVIDENCE_CHARS] for e in r.evidence[:2]]} for r in restarts[-MAX_KEPT:]]
-    return {RESTARTS_ANNOTATION: json.dumps(kept)}
+    return {key: json.dumps(kept)}
 
 
-def restarts_written(workload: Mapping[str, Any] | None) -> list[Disruption]:
-    """The restarts an earlier trigger wrote on the workload (none when absent or unreadable)."""
-    text = (((workload or {}).get("metadata") or {}).get("annotations") or {}).get(RESTARTS_ANNOTATION)
+def restarts_written(workload: Mapping[str, Any] | None, key: str = RESTARTS_ANNOTATION) -> list[Disruption]:
+    """The restarts (or, by ``key``, recoveries) an earlier trigger wrote on the workload (none when absent or unreadable)."""
+    text = (((workload or {}).get("metadata") or {}).get("annotations") or {}).get(key)
     try:
         data = json.loads(text) if isinstance(text, str) else []
     except ValueError:

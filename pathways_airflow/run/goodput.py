@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathways_airflow.state.model import Phase
-from pathways_airflow.run.records import Disruption, WorkloadRun
+from pathways_airflow.run.records import PROGRAM_RECOVERY, Disruption, WorkloadRun
 from pathways_airflow.run.timeline import duration
 
 
@@ -174,6 +174,11 @@ def goodput_of(runs: Sequence[WorkloadRun], disruptions: Sequence[Disruption], c
         recomputed += wasted
         for name in ("queued", "provisioning", "detection", "restart", "cleanup"):
             setattr(total, name, getattr(total, name) + getattr(split, name))
+    # A slice loss the program rode out kept the workload running while it waited for the slice:
+    # that wait held every chip and trained nothing.
+    paused = min(productive, sum(d.seconds_lost for d in disruptions if d.handled_by == PROGRAM_RECOVERY))
+    productive -= paused
+    total.restart += paused
     return Goodput(
         chips=chips,
         queued=total.queued,

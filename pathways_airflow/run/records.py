@@ -18,6 +18,10 @@ from pathways_airflow.state.model import WorkloadState
 
 JOBSET_RESTART = "JobSet restart"
 """``handled_by`` of a disruption the JobSet absorbed by restarting itself (within ``maxRestarts``)."""
+PROGRAM_RECOVERY = "the program (elastic slices)"
+"""``handled_by`` of a slice loss the program rode out itself: Pathways with elastic slices kept its
+head running, and it went on once the slice was back (MaxText's ``elastic_enabled``)."""
+IN_PLACE = (JOBSET_RESTART, PROGRAM_RECOVERY)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Disruption:
     @property
     def resubmitted(self) -> bool:
         """It cost a fresh workload (and counts against ``max_disruptions``)."""
-        return self.handled_by != JOBSET_RESTART
+        return self.handled_by not in IN_PLACE
 
     def to_dict(self) -> dict[str, Any]:
         if not self.resubmitted:
@@ -52,6 +56,7 @@ class Disruption:
                 "evidence": list(self.evidence),
                 "handled_by": self.handled_by,
                 "reached_step": self.reached_step,
+                **({"seconds_lost": self.seconds_lost} if self.handled_by == PROGRAM_RECOVERY else {}),
             }
         return {
             "time": self.time,
@@ -284,7 +289,10 @@ class WorkloadEvent:
             failure=payload.get("failure"),
             classification=Classification.from_dict(payload["classification"]) if payload.get("classification") else None,
             last_step=payload.get("last_step"),
-            restarts=tuple(replace(Disruption.from_dict(r), handled_by=JOBSET_RESTART) for r in payload.get("restarts") or ()),
+            restarts=tuple(
+                replace(d, handled_by=d.handled_by if d.handled_by in IN_PLACE else JOBSET_RESTART)
+                for d in (Disruption.from_dict(r) for r in payload.get("restarts") or ())
+            ),
             running_since=payload.get("running_since"),
             deleted=bool(payload.get("deleted")),
             message=str(payload.get("message") or ""),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.run.records import Disruption, PhaseSeen, WorkloadRun
+from pathways_airflow.run.records import PROGRAM_RECOVERY, Disruption, PhaseSeen, WorkloadRun
 
 MAX_PHASES = 64
 """Phases one wait keeps: a workload that restarts for days keeps its first and newest ones, so
@@ -65,7 +65,8 @@ def _phase_entry(phase: PhaseSeen, workload: str) -> dict[str, Any]:
 def _disruption_label(disruption: Disruption) -> str:
     kind = disruption.kind.lower().replace("_", " ")
     if not disruption.resubmitted:
-        return f"{kind}: the JobSet restarted in place" + (f" (step {disruption.reached_step} reached)" if disruption.reached_step is not None else "")
+        how = "the program rode it out (elastic slices)" if disruption.handled_by == PROGRAM_RECOVERY else "the JobSet restarted in place"
+        return f"{kind}: {how}" + (f" (step {disruption.reached_step} reached)" if disruption.reached_step is not None else "")
     reached = f"step {disruption.reached_step} reached" if disruption.reached_step is not None else "no step reported"
     resumed = f"resumed from step {disruption.resumed_from_step}" if disruption.resumed_from_step is not None else "no checkpoint to resume from"
     return f"{kind}: resubmitted ({reached}, {resumed})"

@@ -14,18 +14,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.run.annotations import (
-    disruption_seen_annotation, ended_by_annotation, phases_annotation, phases_written, restarts_annotation, restarts_written,
+    RECOVERED_ANNOTATION, disruption_seen_annotation, ended_by_annotation, phases_annotation, phases_written, restarts_annotation,
+    restarts_written,
 )
 from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import last_completed_step
-from pathways_airflow.run.records import JOBSET_RESTART, Disruption, PhaseSeen
+from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.state import creation
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
-from pathways_airflow.state.workload_parts import current_attempt, failed_container, head_pod, pods_of_current_attempt, worker_job_name
+from pathways_airflow.state.workload_parts import (
+    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, pods_of_current_attempt, worker_job_name,
+)
 
 Jobs = Mapping[str, Mapping[str, Any]]
 
@@ -57,6 +60,12 @@ class WaitMemory:
     without_jobset_since: float | None = None
     queued: QueuePlace | None = None
     next_queue_check: float = 0.0
+    lost_pods_seen: frozenset[str] = frozenset()
+    """With elastic slices: the current attempt's pods already seen disrupted."""
+    recovering: Disruption | None = None
+    """With elastic slices: a slice lost while the workload runs on, not back yet."""
+    recovered: tuple[Disruption, ...] = ()
+    """With elastic slices: the slice losses the program rode out (``handled_by`` :data:`PROGRAM_RECOVERY`)."""
 
     @classmethod
     def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True) -> WaitMemory:
@@ -96,6 +105,12 @@ def restarts_known(memory: WaitMemory, observation: Observation) -> tuple[Disrup
     return memory.restarts or tuple(restarts_written(top_of(observation)))
 
 
+def in_place(memory: WaitMemory) -> tuple[Disruption, ...]:
+    """Every disruption the workload got through without a resubmission, oldest first: the JobSet's
+    restarts and the slice losses the program rode out."""
+    return tuple(sorted((*memory.restarts, *memory.recovered), key=lambda d: d.time))
+
+
 def failure_to_read(memory: WaitMemory, observation: Observation) -> tuple[str, str, int] | None:
     """A failed container whose log is not read yet: (pod, container, exit code)."""
     failed, read = failed_container(observation), memory.failure
@@ -119,9 +134,45 @@ def head_log_to_read(memory: WaitMemory, observation: Observation, state: Worklo
 def disruption_to_classify(memory: WaitMemory, observation: Observation) -> bool:
     """Whether the current attempt's pods show a disruption not judged yet. They are soon gone, and
     the trigger may be cancelled before the workload fails: the next one, or the task's retry, then
-    reads on the workload that the failure was no bug."""
+    reads on the workload that the failure was no bug. With elastic slices, each new loss is judged:
+    the workload may ride out several."""
     pods = pods_of_current_attempt(observation) if current_attempt(observation) not in memory.disruptions_recorded else ()
-    return memory.writes and any(pod_disruption(p) for p in pods)
+    return memory.writes and (any(pod_disruption(p) for p in pods) or bool(elastic_slices(observation) and newly_disrupted(memory, observation)))
+
+
+def newly_disrupted(memory: WaitMemory, observation: Observation) -> frozenset[str]:
+    """The current attempt's pods that show a disruption this wait has not seen yet."""
+    return frozenset(p["metadata"]["name"] for p in pods_of_current_attempt(observation) if pod_disruption(p)) - memory.lost_pods_seen
+
+
+def recovered_known(memory: WaitMemory, observation: Observation) -> tuple[Disruption, ...]:
+    """The slice losses the program rode out that this wait saw; before it saw one, those written on the workload."""
+    return memory.recovered or tuple(restarts_written(top_of(observation), RECOVERED_ANNOTATION))
+
+
+def _slices_back(observation: Observation, state: WorkloadState) -> bool:
+    """Every slice runs again, on pods that were not disrupted (a disrupted pod may run on through its grace period)."""
+    disrupted_running = any(pod_disruption(p) and is_running_and_ready(p) for p in pods_of_current_attempt(observation))
+    return state.slices_total > 0 and state.slices_ready >= state.slices_total and not disrupted_running
+
+
+def recovery(
+    memory: WaitMemory, observation: Observation, state: WorkloadState, now: float, read: Readings, last_step: int | None
+) -> tuple[Disruption | None, tuple[Disruption, ...]]:
+    """Pathways' own recovery (elastic slices): a slice lost while the workload keeps running is
+    recorded once every slice runs again — the program rode it out, nothing was resubmitted. A
+    restart or an end of the workload says what happened instead (``recovering`` is dropped)."""
+    recovered = recovered_known(memory, observation)
+    if not elastic_slices(observation) or state.phase is not Phase.RUNNING or read.restart_causes:
+        return None, recovered
+    if memory.recovering is None:
+        judged = read.disruption
+        if newly_disrupted(memory, observation) and judged is not None and judged.verdict.is_disruption:
+            return Disruption(now, judged.verdict.value, judged.evidence, last_step, PROGRAM_RECOVERY), recovered
+        return None, recovered
+    if _slices_back(observation, state):
+        return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
+    return memory.recovering, recovered
 
 
 def _children_missing(observation: Observation, state: WorkloadState) -> bool:
@@ -163,6 +214,8 @@ def remembered(
     reached = last_completed_step(read.head_log or ())
     last_step = memory.last_step if reached is None else max(reached, memory.last_step or 0)
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
+    recovering, recovered = recovery(memory, observation, state, now, read, last_step)
+    known_recovered = recovered_known(memory, observation)
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if attempt not in memory.where_recorded else None
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
     phases = phases_with(known, state, now)
@@ -171,6 +224,7 @@ def remembered(
         **(phases_annotation(phases) if [p.phase for p in phases] != [p.phase for p in known] else {}),  # at a new phase only
         **(disruption_seen_annotation(attempt, read.disruption) if read.disruption and read.disruption.verdict.is_disruption else {}),
         **(restarts_annotation((*restarts, *new)) if new else {}),
+        **(restarts_annotation(recovered, RECOVERED_ANNOTATION) if len(recovered) > len(known_recovered) else {}),
         **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
     }
     carried = ((top or {}).get("metadata") or {}).get("annotations") or {}
@@ -192,5 +246,8 @@ def remembered(
         without_jobset_since=(memory.without_jobset_since or now) if top is not None and observation.jobset is None else None,
         queued=(read.queued or memory.queued) if read.queue_read else memory.queued,
         next_queue_check=now + CHECK_EVERY_SECONDS if read.queue_read else memory.next_queue_check,
+        lost_pods_seen=memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen,
+        recovering=recovering,
+        recovered=recovered,
     )
     return remembers, {k: v for k, v in annotations.items() if carried.get(k) != v} if memory.writes else {}

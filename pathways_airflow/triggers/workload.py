@@ -198,7 +198,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 if ending:
                     finished = records.WorkloadEvent(
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
-                        restarts=memory.restarts, running_since=memory.running_since,
+                        restarts=wait_memory.in_place(memory), running_since=memory.running_since,
                         phases=timeline.phases_with(memory.phases, state, time.time()),
                         queued=memory.queued.to_dict() if memory.queued else None,
                     )

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pathways_airflow.run.records import PROGRAM_RECOVERY
 from pathways_airflow.run.timeline import FINISHED_KINDS, duration
 from pathways_airflow.state.queue import QueuePlace
 
@@ -227,7 +228,8 @@ def _headline(kind: str, workload: str | None, d: Mapping[str, Any], resubmitted
     reached = _step(d.get("reached_step"))
     reached_text = f"step {reached} reached" if reached is not None else "no step reported"
     if not resubmitted:
-        return f"{kind}: the JobSet restarted in place ({reached_text})"
+        how = "the program rode it out (elastic slices)" if d.get("handled_by") == PROGRAM_RECOVERY else "the JobSet restarted in place"
+        return f"{kind}: {how} ({reached_text})"
     resumed = _step(d.get("resumed_from_step"))
     head = f"{kind} on {workload} ({reached_text})" if workload else f"{kind} ({reached_text})"
     again = f"resubmitted as {next_workload}" if next_workload else "resubmitted"

@@ -321,3 +321,54 @@ def test_waits_queued_in_one_local_queue_share_one_read_of_it(pathways_cluster):
     assert all(view is views[0] for view in views)
     assert local["spec"]["clusterQueue"] == CLUSTER_QUEUE == cluster_queue["metadata"]["name"]
     assert pending["kind"] == "PendingWorkloadsSummary"
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["in-the-worker", "deferred"])
+def test_a_slice_loss_the_program_rides_out_with_elastic_slices_is_recorded_and_not_resubmitted(pathways_cluster, deferrable):
+    """Two slices, ``elastic_slices=1`` and MaxText's ``elastic_enabled``: one slice goes into
+    maintenance at step 25. Pathways keeps the head running; the program waits until the worker Job
+    has the slice's pods running again (on the spare slice) and restores step 20, in the same pod.
+    The task records the maintenance as ridden out by the program, with the step reached and the
+    time the slices were down; nothing is resubmitted (``max_disruptions=0``: none to spend)."""
+    from pathways_airflow.hooks.pathways import PathwaysHook
+    from pathways_airflow.resources import PATHWAYSJOB
+
+    task_id = f"elastic-{int(deferrable)}"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    trigger = when_step(pathways_cluster, identity, 25, lambda pool: pathways_cluster.maintenance(pool, duration=600))
+    task = training(
+        task_id, steps=40, num_slices=2, elastic_slices=1, deferrable=deferrable, delete_on_finish=False, max_disruptions=0,
+        command=["python3", "-m", "MaxText.train", "base_output_directory=gs://pathways-demo/policy", f"run_name=runs-{task_id}", "steps=40",
+                 "checkpoint_period=10", "elastic_enabled=true"],
+    )
+    ti = TaskInstance("dag", task_id, "run-1")
+    try:
+        with LiveWorkloads(pathways_cluster, identity) as live:
+            if deferrable:
+                from airflow.providers.common.compat.sdk import TaskDeferred
+
+                from tests.support.triggers import first_event
+
+                with pytest.raises(TaskDeferred) as waiting:
+                    task.execute({"ti": ti})
+                result = task.execute_complete({"ti": ti}, first_event(waiting.value.trigger, timeout=90), **waiting.value.kwargs)
+            else:
+                result = task.execute({"ti": ti})
+        trigger.join(1)
+        assert live.most == 1 and result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name(attempt=0)
+        [ridden] = result["disruptions"]
+        assert ridden["kind"] == "MAINTENANCE" and ridden["handled_by"] == "the program (elastic slices)", ridden
+        assert ridden["reached_step"] >= 25  # the head's log, read when the loss was seen
+        # how long the slices were down (here the worker Job re-created the pods on the spare slice at once)
+        assert ridden["seconds_lost"] >= 0 and result["goodput"]["lost"]["restart_seconds"] >= ridden["seconds_lost"] - 0.5
+        assert result["disruption_summary"].startswith("1 disruption (1 maintenance)")
+        assert result["checkpoint"]["step"] == 39
+        [event] = [e for e in result["timeline"] if e["kind"] == "disruption"]
+        assert event["label"].startswith("maintenance: the program rode it out (elastic slices)"), event
+        # one head pod, never restarted: the program rode it out in-process
+        [head] = pathways_cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": result["name"], "jobset.sigs.k8s.io/replicatedjob-name": "pathways-head"})
+        log = pathways_cluster.read_log("default", head["metadata"]["name"], "main")
+        assert "Elastic utils: Checking for incomplete checkpoint after an elastic event..." in log
+        assert [line for line in log if line.startswith("restoring from this run's directory step")] == ["restoring from this run's directory step 20"]
+    finally:
+        PathwaysHook().delete(PATHWAYSJOB, "default", identity.workload_name(attempt=0))

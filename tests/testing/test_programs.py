@@ -458,14 +458,62 @@ def test_with_enable_autocheckpoint_sigterm_saves_the_last_completed_step_unless
         second = container(gcs, argv, {"PATHWAYS_TESTING_STEP_SECONDS": "5", "PATHWAYS_TESTING_SAVE_SECONDS": "800"})
         task = asyncio.create_task(run_program(second))
         await eventually(lambda: asyncio.sleep(0, bool(second.lines_with("completed step: 21,"))))
-        task.cancel()
-        await eventually(lambda: gcs.exists(f"{checkpoints}/21/{METADATA_FILE}"))
+        task.cancel()  # SIGTERM: it saves the step it completed last (21 or one after, on a busy machine)
+        await eventually(lambda: asyncio.sleep(0, bool(second.lines_with("preemption reached at step"))))
+        [said] = second.lines_with("preemption reached at step")
+        cut = int(said.split()[4].rstrip(":"))
+        await eventually(lambda: gcs.exists(f"{checkpoints}/{cut}/{METADATA_FILE}"))
         await cancel(task)  # SIGKILL in the middle of the save
-        assert second.lines_with(f"restoring from this run's directory step {step}")
-        assert not await gcs.exists(f"{checkpoints}/21/{COMMIT_MARKER}")
+        assert cut >= 21 and second.lines_with(f"restoring from this run's directory step {step}")
+        assert not await gcs.exists(f"{checkpoints}/{cut}/{COMMIT_MARKER}")
 
         third = container(gcs, argv)
         assert await run_program(third) == 0
         assert third.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 20"]
+
+    on_loop(emulator, scenario)
+
+
+class Slices:
+    """A head's slices as the local cluster's Pathways servers show them to the program."""
+
+    def __init__(self) -> None:
+        self.handles_losses, self.losses, self.ready = False, 0, True
+
+    def all_ready(self) -> bool:
+        return self.ready
+
+
+def test_with_elastic_enabled_a_lost_slice_is_ridden_out_in_process_from_the_newest_committed_step(emulator, base):
+    """MaxText's elastic retry (maxtext.utils.elastic_utils, pause/resume): the step running when a
+    slice is lost fails, the newest step without ``commit_success`` is deleted, the program waits
+    until every slice is back, restores the newest committed step and goes on, in the same process."""
+    checkpoints = f"{base}/elastic/checkpoints"
+    argv = train_argv(base, "run_name=elastic", "steps=30", "checkpoint_period=10", "elastic_enabled=true")
+
+    async def scenario(gcs: RecordingGcs):
+        box = container(gcs, argv, {"PATHWAYS_TESTING_STEP_SECONDS": "5", "PATHWAYS_TESTING_SAVE_SECONDS": "400"})
+        slices = Slices()
+        box.context.slices = slices
+        task = asyncio.create_task(run_program(box))
+        await eventually(lambda: gcs.exists(f"{checkpoints}/10/{METADATA_FILE}"))  # the save of step 10 has begun
+        slices.losses, slices.ready = 1, False
+        await eventually(lambda: asyncio.sleep(0, bool(box.lines_with("Elastic utils: Checking for incomplete checkpoint"))))
+        assert slices.handles_losses and not task.done()
+        slices.ready = True
+        assert await task == 0
+        assert box.lines_with("Elastic utils: Elastic training enabled.") and box.lines_with("Elastic Retry Enabled")
+        assert box.lines_with("No commit_success file found. Deleting ") or box.lines_with("Found commit_success file. Keeping ")
+        restored = box.lines_with("restoring from this run's directory step")
+        assert restored == [f"restoring from this run's directory step {restored[0].rsplit(' ', 1)[1]}"] and len(restored) == 1
+        assert restored[0].endswith((" 0", " 10"))  # the newest committed step when the slice was lost
+        assert await gcs.exists(f"{checkpoints}/29/{COMMIT_MARKER}")
+
+        spent = container(gcs, [*argv, "run_name=spent", "elastic_max_retries=0"], {"PATHWAYS_TESTING_STEP_SECONDS": "50"})
+        spent.context.slices = gone = Slices()
+        task = asyncio.create_task(run_program(spent))
+        await eventually(lambda: asyncio.sleep(0, bool(spent.lines_with("completed step:"))))
+        gone.losses = 1
+        assert await task == 1 and spent.lines_with("elastic retries are spent")
 
     on_loop(emulator, scenario)

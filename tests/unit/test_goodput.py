@@ -187,3 +187,17 @@ def test_a_success_a_retry_reuses_counts_its_own_time_not_the_retrys():
     goodput = goodput_of(record.runs, (), chips=16, now=4801.0)
     assert (goodput.provisioning, goodput.productive, goodput.cleanup) == (5.0, 190.0, 0.0)
     assert goodput.chip_hours == pytest.approx(16 * 195 / 3600)
+
+
+def test_a_slice_loss_the_program_rode_out_moves_the_time_it_waited_from_productive_to_restart():
+    from pathways_airflow.run.records import PROGRAM_RECOVERY
+
+    ridden = Disruption(time=1120.0, kind="MAINTENANCE", evidence=("pod train-x-1-worker-1-0: DisruptionTarget",), reached_step=150,
+                        handled_by=PROGRAM_RECOVERY, seconds_lost=30.0)
+    plain = goodput_of([SECOND], [], 32, now=1200.0)
+    rode = goodput_of([SECOND], [ridden], 32, now=1200.0)
+    assert rode.productive == pytest.approx(plain.productive - 30.0) and rode.restart == pytest.approx(plain.restart + 30.0)
+    assert rode.held == pytest.approx(plain.held) and rode.disruptions == 1
+    assert not ridden.resubmitted and ridden.to_dict()["seconds_lost"] == 30.0
+    [entry] = [e for e in timeline_of([SECOND], [ridden]) if e["kind"] == "disruption"]
+    assert entry["label"] == "maintenance: the program rode it out (elastic slices) (step 150 reached)"

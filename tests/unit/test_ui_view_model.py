@@ -117,6 +117,16 @@ def test_an_in_place_restart_says_the_jobset_handled_it_and_sits_on_the_lane_run
     assert view.resubmissions == 1
 
 
+def test_a_slice_loss_the_program_rode_out_says_so_and_is_no_resubmission():
+    ridden = {"time": T0 + 210.0, "kind": "MAINTENANCE", "evidence": ["pod w-1-0: DisruptionTarget (TerminationByKubelet)"],
+              "handled_by": "the program (elastic slices)", "reached_step": 44, "seconds_lost": 95.0}
+    view = workload_view({**RESULT, "disruptions": [*RESULT["disruptions"], ridden]})
+    second = view.disruptions[1]
+    assert (second.lane, second.resubmitted, second.next_workload) == (1, False, None)
+    assert second.headline == "MAINTENANCE: the program rode it out (elastic slices) (step 44 reached)"
+    assert view.resubmissions == 1
+
+
 def test_the_goodput_split_is_shown_as_parts_of_the_held_time():
     g = workload_view(RESULT).goodput
     assert g is not None and g.goodput_text == "84.4%" and g.chips == 16 and g.chip_hours == 1.327

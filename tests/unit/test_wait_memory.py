@@ -261,3 +261,90 @@ def test_the_head_is_read_again_at_the_verdict_for_the_steps_it_logged_through_t
     failed, _ = remembered(provisioning, observation, state, T0 + 5, Readings(head_log=later))
     assert failed.last_step == 43
     assert head_log_to_read(failed, observation, state) is None, "read once per phase"
+
+
+# --- elastic slices: a slice loss the program rides out -------------------------------------------
+
+
+def elastic_looks() -> tuple[Observation, Observation, Observation]:
+    """The recorded elastic PathwaysJob (3 slices, ``elasticSlices: 1``) with all three slices
+    running; then slice 1's pods disrupted by maintenance (``DisruptionTarget``, ``Failed``) and
+    their replacements pending; then the replacements running."""
+    base, _ = look("running_elastic_two_of_three")
+    pods = [copy.deepcopy(p) for p in base.pods]
+    ready = next(p for p in pods if p["metadata"]["name"].startswith("elastic-worker-0-0"))
+    for pod in pods:
+        if pod["metadata"]["name"].startswith("elastic-worker-2"):
+            pod["status"] = copy.deepcopy(ready["status"])
+    all_running = replace(base, pods=tuple(pods))
+
+    lost = [copy.deepcopy(p) for p in pods]
+    replacements = []
+    for pod in lost:
+        if pod["metadata"]["name"].startswith("elastic-worker-1"):
+            pod["status"]["phase"] = "Failed"
+            pod["status"]["conditions"] = [
+                *[c for c in pod["status"]["conditions"] if c["type"] != "Ready"],
+                {"type": "Ready", "status": "False"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": "Pod was terminated in response to imminent node shutdown."},
+            ]
+            again = copy.deepcopy(pod)
+            again["metadata"]["name"] = pod["metadata"]["name"][:-5] + "again"
+            again["metadata"]["uid"] = pod["metadata"]["uid"][:-5] + "again"
+            again["status"] = {"phase": "Pending"}
+            replacements.append(again)
+    slice_lost = replace(base, pods=(*lost, *replacements))
+    back = [copy.deepcopy(p) for p in (*lost, *replacements)]
+    for pod in back:
+        if pod["metadata"]["name"].endswith("again"):
+            pod["status"] = copy.deepcopy(ready["status"])
+    return all_running, slice_lost, replace(base, pods=tuple(back))
+
+
+def test_a_slice_loss_an_elastic_workload_rides_out_is_recorded_once_its_slices_run_again():
+    from pathways_airflow.run.annotations import RECOVERED_ANNOTATION
+    from pathways_airflow.run.records import PROGRAM_RECOVERY
+    from pathways_airflow.run.wait_memory import in_place, recovered_known
+
+    all_running, slice_lost, back = elastic_looks()
+    memory, _ = remembered(last_seen_running(3), all_running, workload_state(all_running), T0)
+    assert not disruption_to_classify(memory, all_running)
+
+    state = workload_state(slice_lost)
+    assert state.phase is Phase.RUNNING and state.slices_ready == 2  # elasticSlices 1: it runs on
+    assert disruption_to_classify(memory, slice_lost)
+    memory, notes = remembered(memory, slice_lost, state, T0 + 10, Readings(disruption=MAINTENANCE, head_log=TRAINING_LOG))
+    assert memory.recovering is not None and memory.recovering.handled_by == PROGRAM_RECOVERY and memory.recovered == ()
+    assert memory.recovering.reached_step == 40 and RECOVERED_ANNOTATION not in notes
+    # the same loss seen again is not judged again
+    assert not disruption_to_classify(memory, slice_lost)
+
+    memory, notes = remembered(memory, back, workload_state(back), T0 + 70)
+    [ridden] = memory.recovered
+    assert memory.recovering is None
+    assert (ridden.kind, ridden.handled_by, ridden.seconds_lost, ridden.resubmitted) == ("MAINTENANCE", PROGRAM_RECOVERY, 60.0, False)
+    assert ridden.to_dict()["seconds_lost"] == 60.0 and in_place(memory) == (ridden,)
+    # written on the workload: a trigger re-created later reads it back
+    again = WaitMemory.starting(None, T0 + 80)
+    assert recovered_known(again, carrying(back, notes)) == (replace(ridden, evidence=ridden.evidence[:2]),)
+
+
+def test_a_slice_loss_that_ends_the_elastic_workload_is_not_recorded_as_ridden_out():
+    all_running, slice_lost, _ = elastic_looks()
+    memory, _ = remembered(last_seen_running(3), all_running, workload_state(all_running), T0)
+    memory, _ = remembered(memory, slice_lost, workload_state(slice_lost), T0 + 10, Readings(disruption=MAINTENANCE))
+    assert memory.recovering is not None
+    # the head failed after all (the program could not ride it out): the verdict on the failure tells it
+    memory, _ = remembered(memory, slice_lost, WorkloadState(Phase.FAILED, message="jobset failed"), T0 + 40)
+    assert memory.recovering is None and memory.recovered == ()
+
+
+def test_without_elastic_slices_a_disruption_is_judged_once_per_attempt_as_before():
+    observation, state = look("running_two_slices")
+    pods = [copy.deepcopy(p) for p in observation.pods]
+    worker = next(p for p in pods if "-worker-" in p["metadata"]["name"])
+    worker["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"})
+    disrupted = replace(observation, pods=tuple(pods))
+    memory, _ = remembered(last_seen_running(2), disrupted, state, T0, Readings(disruption=MAINTENANCE))
+    assert memory.recovering is None and memory.lost_pods_seen == frozenset()
+    assert not disruption_to_classify(memory, disrupted)

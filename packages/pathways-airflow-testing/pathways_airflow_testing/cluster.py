@@ -644,6 +644,11 @@ class LocalCluster:
     MANUAL_START_POLL = 30.0
     """Simulated seconds between looks for a manual start (GKE takes tens of seconds to begin one)."""
 
+    def slices_of(self, pod: dict[str, Any]) -> Any:
+        """What a pod's program learns of its TPU slices: a Pathways head's elastic slices, or ``None``."""
+        servers = next((c for c in self._controllers if isinstance(c, PathwaysServers)), None)
+        return servers.slices_of(pod) if servers is not None else None
+
     def _maintenance_asked_for(self, node_pool: str) -> bool:
         return any((n["metadata"].get("labels") or {}).get(PERFORM_MAINTENANCE_LABEL) == "true" for n in self._pool_nodes(node_pool))
 

@@ -80,6 +80,8 @@ class PodRuntime:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     grace: float = 30.0
     """``spec.terminationGracePeriodSeconds``: what a deleted pod's containers get between SIGTERM and SIGKILL."""
+    slices: Any = None
+    """A Pathways head's elastic slices (:meth:`PathwaysServers.slices_of`), else ``None``."""
 
     def container_port(self, port: int | str | None) -> int | None:
         """The loopback port serving a container port (number or name; ``None`` = the first)."""
@@ -179,6 +181,7 @@ class Kubelet(Controller):
             containers[c["name"]] = ContainerRuntime(c["name"], False, False, c)
         runtime = PodRuntime(meta["namespace"], meta["name"], meta["uid"], spec["nodeName"], containers)
         runtime.grace = float(spec.get("terminationGracePeriodSeconds", 30))
+        runtime.slices = self.cluster.slices_of(pod)
         for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
             for port in c.get("ports") or ():
                 if port.get("name"):
@@ -250,6 +253,7 @@ class Kubelet(Controller):
                 resolve=self.cluster.resolve,
                 labels=dict(pod["metadata"].get("labels") or {}),
                 annotations=dict(pod["metadata"].get("annotations") or {}),
+                slices=runtime.slices,
             )
             started = self.clock.timestamp()
             container.state = {"running": {"startedAt": started}}

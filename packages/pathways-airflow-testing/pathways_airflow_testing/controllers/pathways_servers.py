@@ -7,11 +7,19 @@ stand-ins do not talk to each other, so this controller plays that part: when a 
 JobSet with a ``pathways-head`` fails or disappears while the head's main container is still
 running, the main container exits 1 after ``detection_seconds`` — unless the JobSet has been
 restarted by then (its failure policy acting on the worker's failure first, as it does on GKE).
+
+With elastic slices (the proxy runs with ``--num_elastic_slices``, as the PathwaysJob controller
+sets it from ``elasticSlices``: google/pathways-job internal/controller/pathwaysjob_controller.go,
+``MakeProxyContainer``) and a program that handles lost slices itself (MaxText's
+``elastic_enabled``), the head lives on: the program is told of the loss through its
+:class:`SliceView` and waits for the worker Job to bring the slice's pods back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from pathways_airflow_testing.controllers.base import Controller, Key
@@ -24,6 +32,23 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 LOST_SLICE_EXIT_CODE = 1
+ELASTIC_FLAG = re.compile(r"--num_elastic_slices=(\d+)$")
+
+
+@dataclass
+class HeadSlices:
+    """A head's slices as its program sees them (:class:`~pathways_airflow_testing.programs.base.SliceView`)."""
+
+    servers: "PathwaysServers"
+    namespace: str
+    jobset: str
+    attempt: str
+    handles_losses: bool = False
+    losses: int = 0
+    lost_pods: set[str] = field(default_factory=set)
+
+    def all_ready(self) -> bool:
+        return self.servers.workers_all_running(self.namespace, self.jobset, self.attempt)
 
 
 class PathwaysServers(Controller):
@@ -34,6 +59,41 @@ class PathwaysServers(Controller):
         self.pods = self.kind("", "v1", "pods")
         self.detection_seconds = detection_seconds
         self._pending: set[tuple[str, str, str]] = set()
+        self.jobsets = self.kind("jobset.x-k8s.io", "v1alpha2", "jobsets")
+        self._heads: dict[tuple[str, str], HeadSlices] = {}
+
+    def slices_of(self, pod: dict[str, Any]) -> HeadSlices | None:
+        """The elastic slices of a head pod about to run, or ``None`` (not a head, or not elastic)."""
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(REPLICATED_JOB) != HEAD_JOB or JOBSET_NAME not in labels:
+            return None
+        spec = pod.get("spec") or {}
+        containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+        if not any(int(m.group(1)) > 0 for c in containers for a in c.get("args") or () if (m := ELASTIC_FLAG.match(str(a)))):
+            return None
+        for key in [k for k in self._heads if self.store.find(self.pods, *k) is None]:  # heads gone
+            del self._heads[key]
+        view = HeadSlices(self, meta["namespace"], labels[JOBSET_NAME], labels.get(RESTART_ATTEMPT, "0"))
+        self._heads[(meta["namespace"], meta["name"])] = view
+        return view
+
+    def workers_all_running(self, namespace: str, jobset: str, attempt: str) -> bool:
+        """Every worker pod the JobSet's worker Jobs run (replicas × parallelism) is Running."""
+        found = self.store.find(self.jobsets, namespace, jobset)
+        worker = next((r for r in ((found or {}).get("spec") or {}).get("replicatedJobs") or () if r.get("name") == WORKER_JOB), None)
+        if worker is None:
+            return False
+        expected = int(worker.get("replicas", 1)) * int(((worker.get("template") or {}).get("spec") or {}).get("parallelism", 1))
+        running = [
+            p for p in self.store.list(self.pods, namespace)
+            if (p["metadata"].get("labels") or {}).get(JOBSET_NAME) == jobset
+            and (p["metadata"].get("labels") or {}).get(REPLICATED_JOB) == WORKER_JOB
+            and (p["metadata"].get("labels") or {}).get(RESTART_ATTEMPT, "0") == attempt
+            and (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(running) >= expected
 
     def watched_kinds(self) -> Iterable[Kind]:
         return (self.pods,)
@@ -56,6 +116,10 @@ class PathwaysServers(Controller):
             return
         head = self._running_head(namespace, jobset, attempt)
         if head is None:
+            return
+        view = self._heads.get((namespace, head["metadata"]["name"]))
+        if view is not None and view.handles_losses:  # the program rides it out: tell it, keep the head
+            view.losses += 1
             return
         self._pending.add(key)
         asyncio.get_running_loop().create_task(self._fail_head_later(key))

@@ -54,6 +54,21 @@ class ProgramContext:
     pod hostname and a port → the loopback address serving it, or ``None``."""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    slices: "SliceView | None" = None
+    """On a Pathways head whose proxy runs with ``--num_elastic_slices``: its slices; else ``None``."""
 
 
 Program = Callable[[ProgramContext], Awaitable[int]]
+
+
+class SliceView(Protocol):
+    """What a program on a Pathways head with elastic slices learns of its TPU slices: what
+    pathwaysutils' elastic manager tells a JAX program (a lost slice, every slice back)."""
+
+    handles_losses: bool
+    """Set by a program that rides out a lost slice itself; otherwise losing one fails its head."""
+    losses: int
+    """Slice losses so far: a step running when it grows fails."""
+
+    def all_ready(self) -> bool:
+        """Every worker pod of the head's JobSet (this restart attempt) is running."""

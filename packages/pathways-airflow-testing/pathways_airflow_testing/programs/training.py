@@ -14,6 +14,12 @@ Command line (MaxText ``key=value`` or ``--key value``):
   the preemption sync point is reached, then training stops with "Job is preempted."): on SIGTERM
   the last completed step is saved within the grace period; if the grace runs out first, the step
   stays partial (no commit marker).
+* ``elastic_enabled`` (false), ``elastic_max_retries`` (10), ``elastic_timeout_seconds`` (1800) —
+  MaxText's elastic training on Pathways (``maxtext.utils.elastic_utils.elastic_retry``, pause/resume:
+  ``elastic_min_slice_count=-1``): on a head whose proxy runs with ``--num_elastic_slices``, a lost
+  slice fails the current step, the newest step without ``commit_success`` is deleted, the program
+  waits in-process until every slice is back and restores the newest committed step; the head's
+  pod never restarts. Past the retries or the timeout it exits 1.
 * ``base_output_directory`` + ``run_name`` — checkpoints go to
   ``<base_output_directory>/<run_name>/checkpoints/<step>/``; ``$PATHWAYS_CHECKPOINT_DIR``, when
   set, names that directory instead. With neither, or ``enable_checkpointing=false``, nothing is
@@ -59,7 +65,10 @@ from pathways_airflow_testing.programs.args import (
     env_number,
     parse_params,
 )
-from pathways_airflow_testing.programs.base import GcsAccess, ProgramContext
+from pathways_airflow_testing.programs.base import GcsAccess, ProgramContext, SliceView
+
+ELASTIC_POLL_SECONDS = 5.0
+"""Simulated seconds between looks at the slices while an elastic retry waits for them."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,9 @@ class TrainingPlan:
     exit_code: int
     not_saved_because: str | None = None
     autocheckpoint: bool = False
+    elastic: bool = False
+    elastic_max_retries: int = 10
+    elastic_timeout_seconds: float = 1800.0
     """Why a checkpoint directory was named but will not be written, for the log."""
 
     @classmethod
@@ -112,6 +124,9 @@ class TrainingPlan:
             exit_code=env_int(env, "PATHWAYS_TESTING_EXIT_CODE", 1) or 0,
             not_saved_because=not_saved_because,
             autocheckpoint=params.flag("enable_autocheckpoint", False),
+            elastic=params.flag("elastic_enabled", False),
+            elastic_max_retries=params.integer("elastic_max_retries", 10),
+            elastic_timeout_seconds=float(params.integer("elastic_timeout_seconds", 1800)),
         )
 
     @property
@@ -207,7 +222,33 @@ async def run(ctx: ProgramContext) -> int:
         return 1
     if plan.not_saved_because:
         ctx.log(f"checkpointing disabled: {plan.not_saved_because}")
+    slices = ctx.slices if plan.elastic else None
+    if plan.elastic:  # maxtext.trainers.pre_train.train.get_train_func, maxtext.utils.elastic_utils.elastic_retry
+        ctx.log("Elastic utils: Elastic training enabled.")
+        ctx.log("Elastic Retry Enabled")
+    if slices is not None:
+        slices.handles_losses = True
+    retries = 0
+    while True:
+        try:
+            return await _train(ctx, plan, slices)
+        except SliceLost:
+            retries += 1
+            if retries > plan.elastic_max_retries:
+                ctx.log(f"jax.errors.JaxRuntimeError: UNAVAILABLE: a TPU slice is gone, and {plan.elastic_max_retries} elastic retries are spent")
+                return 1
+        assert slices is not None
+        await _clean_up_incomplete_checkpoint(ctx, plan)
+        if not await _all_slices_back(ctx, plan, slices):
+            ctx.log(f"jax.errors.JaxRuntimeError: UNAVAILABLE: the lost TPU slice did not come back within {plan.elastic_timeout_seconds} s")
+            return 1
 
+
+class SliceLost(Exception):
+    """A slice the program runs on is gone (the ``JaxRuntimeError`` an elastic retry catches)."""
+
+
+async def _train(ctx: ProgramContext, plan: TrainingPlan, slices: SliceView | None) -> int:
     # What MaxText logs as it looks for a checkpoint to resume from (src/MaxText/checkpointing.py,
     # load_state_if_possible): these lines are how a reader learns the step a run resumed from.
     start = 0
@@ -222,6 +263,7 @@ async def run(ctx: ProgramContext) -> int:
     else:
         ctx.log(NO_CHECKPOINT_LINE)
 
+    losses = slices.losses if slices is not None else 0
     step, completed, loss = start, None, 0.0
     try:
         for step in range(start, plan.steps):
@@ -232,6 +274,8 @@ async def run(ctx: ProgramContext) -> int:
                 )
                 return plan.exit_code
             await ctx.clock.sleep(plan.step_seconds)
+            if slices is not None and slices.losses != losses:  # the step's computation failed on the lost slice
+                raise SliceLost()
             loss, completed = synthetic_loss(step, plan.steps), step
             ctx.log(
                 f"completed step: {step}, seconds: {plan.step_seconds:.3f}, TFLOP/s/device: 101.250, "
@@ -251,6 +295,37 @@ async def run(ctx: ProgramContext) -> int:
         raise
     ctx.log(f"training finished: {plan.steps} steps")
     return 0
+
+
+async def _clean_up_incomplete_checkpoint(ctx: ProgramContext, plan: TrainingPlan) -> None:
+    """What MaxText's elastic retry does first (maxtext.utils.elastic_utils.clean_up_incomplete_checkpoints):
+    the newest step directory without ``commit_success`` is deleted."""
+    ctx.log("Elastic utils: Checking for incomplete checkpoint after an elastic event...")
+    if plan.checkpoint_dir is None:
+        return
+    subdirs, _ = await ctx.gcs.list(join(plan.checkpoint_dir, ""))
+    steps = sorted(candidate_steps(subdirs))
+    if not steps:
+        ctx.log("Found no existing checkpoints. Continuing")
+        return
+    latest = join(step_uri(plan.checkpoint_dir, steps[-1]), "")
+    ctx.log(f"Checking latest checkpoint: {latest}")
+    if await is_committed(ctx.gcs, step_uri(plan.checkpoint_dir, steps[-1])):
+        ctx.log(f"Found commit_success file. Keeping {latest}.")
+    else:
+        ctx.log(f"No commit_success file found. Deleting {latest}...")
+        await ctx.gcs.delete_prefix(latest)
+
+
+async def _all_slices_back(ctx: ProgramContext, plan: TrainingPlan, slices: SliceView) -> bool:
+    """Pause/resume (``elastic_min_slice_count=-1``, MaxText's default): wait for every slice of the JobSet."""
+    waited = 0.0
+    while not slices.all_ready():
+        if waited >= plan.elastic_timeout_seconds:
+            return False
+        await ctx.clock.sleep(ELASTIC_POLL_SECONDS)
+        waited += ELASTIC_POLL_SECONDS
+    return True
 
 
 def is_primary_process(ctx: ProgramContext) -> bool:

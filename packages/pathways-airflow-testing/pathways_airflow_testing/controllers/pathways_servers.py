@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from pathways_airflow_testing.controllers.base import Controller, Key
@@ -45,7 +45,6 @@ class HeadSlices:
     attempt: str
     handles_losses: bool = False
     losses: int = 0
-    lost_pods: set[str] = field(default_factory=set)
 
     def all_ready(self) -> bool:
         return self.servers.workers_all_running(self.namespace, self.jobset, self.attempt)

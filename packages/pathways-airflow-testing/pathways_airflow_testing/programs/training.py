@@ -14,7 +14,7 @@ Command line (MaxText ``key=value`` or ``--key value``):
   the preemption sync point is reached, then training stops with "Job is preempted."): on SIGTERM
   the last completed step is saved within the grace period; if the grace runs out first, the step
   stays partial (no commit marker).
-* ``elastic_enabled`` (false), ``elastic_max_retries`` (10), ``elastic_timeout_seconds`` (1800) —
+* ``elastic_enabled`` (false), ``elastic_max_retries``, ``elastic_timeout_seconds`` (here 10 and 1800 when unset) —
   MaxText's elastic training on Pathways (``maxtext.utils.elastic_utils.elastic_retry``, pause/resume:
   ``elastic_min_slice_count=-1``): on a head whose proxy runs with ``--num_elastic_slices``, a lost
   slice fails the current step, the newest step without ``commit_success`` is deleted, the program
@@ -318,7 +318,7 @@ async def _clean_up_incomplete_checkpoint(ctx: ProgramContext, plan: TrainingPla
 
 
 async def _all_slices_back(ctx: ProgramContext, plan: TrainingPlan, slices: SliceView) -> bool:
-    """Pause/resume (``elastic_min_slice_count=-1``, MaxText's default): wait for every slice of the JobSet."""
+    """Pause/resume (``elastic_min_slice_count=-1``): wait for every slice of the JobSet."""
     waited = 0.0
     while not slices.all_ready():
         if waited >= plan.elastic_timeout_seconds:

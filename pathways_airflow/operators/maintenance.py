@@ -31,10 +31,10 @@ from pathways_airflow.state.slices import (
     MaintenanceAhead,
     MaintenanceWindow,
     SliceRequest,
+    busy_pools_of,
     duration_seconds,
     maintenance_ahead,
     maintenance_window_of,
-    occupies_node,
     pools_of,
 )
 
@@ -100,19 +100,10 @@ class MindsMaintenance:
         ahead = maintenance_ahead(nodes, request, now=now, expected_duration=duration, policy=policy)
         if not ahead.announced or policy is MaintenanceWindow.IGNORE:
             return ahead
-        busy: set[str] | None = set()
         pools = pools_of(nodes, request)
-        for pool in ahead.announced:
-            for node in pools[pool]:
-                pods = self.hook.pods_on_node_if_permitted(node["metadata"]["name"])  # type: ignore[attr-defined]
-                if pods is None:
-                    busy = None
-                    break
-                if any(occupies_node(p) for p in pods):
-                    busy.add(pool)
-                    break
-            if busy is None:
-                break
+        busy = busy_pools_of(
+            {pool: [self.hook.pods_on_node_if_permitted(n["metadata"]["name"]) for n in pools[pool]] for pool in ahead.announced}  # type: ignore[attr-defined]
+        )
         if busy is None and policy is MaintenanceWindow.START_NOW:
             self.log.warning(  # type: ignore[attr-defined]
                 "maintenance_window='start_now': this identity may not list pods in all namespaces, so an idle slice "

@@ -157,12 +157,13 @@ def _slices_back(observation: Observation, state: WorkloadState) -> bool:
 
 
 def recovery(
-    memory: WaitMemory, observation: Observation, state: WorkloadState, now: float, read: Readings, last_step: int | None
+    memory: WaitMemory, observation: Observation, state: WorkloadState, now: float, read: Readings, last_step: int | None,
+    recovered: tuple[Disruption, ...],
 ) -> tuple[Disruption | None, tuple[Disruption, ...]]:
     """Pathways' own recovery (elastic slices): a slice lost while the workload keeps running is
     recorded once every slice runs again — the program rode it out, nothing was resubmitted. A
-    restart or an end of the workload says what happened instead (``recovering`` is dropped)."""
-    recovered = recovered_known(memory, observation)
+    restart or an end of the workload says what happened instead (``recovering`` is dropped).
+    ``recovered``: those known so far (:func:`recovered_known`)."""
     if not elastic_slices(observation) or state.phase is not Phase.RUNNING or read.restart_causes:
         return None, recovered
     if memory.recovering is None:
@@ -214,8 +215,8 @@ def remembered(
     reached = last_completed_step(read.head_log or ())
     last_step = memory.last_step if reached is None else max(reached, memory.last_step or 0)
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
-    recovering, recovered = recovery(memory, observation, state, now, read, last_step)
     known_recovered = recovered_known(memory, observation)
+    recovering, recovered = recovery(memory, observation, state, now, read, last_step, known_recovered)
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if attempt not in memory.where_recorded else None
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
     phases = phases_with(known, state, now)

@@ -330,6 +330,14 @@ def occupies_node(pod: Mapping[str, Any]) -> bool:
     return not any(owner.get("kind") == "DaemonSet" for owner in meta.get("ownerReferences") or ())
 
 
+def busy_pools_of(pods_by_pool: Mapping[str, Sequence[Sequence[Mapping[str, Any]] | None]]) -> set[str] | None:
+    """The node pools another workload runs on, from the pods on each of their nodes (``None`` for a
+    node whose pods could not be read: then no pool can be told idle, and ``None`` is the answer)."""
+    if any(pods is None for listed in pods_by_pool.values() for pods in listed):
+        return None
+    return {pool for pool, listed in pods_by_pool.items() if any(occupies_node(p) for pods in listed for p in pods or ())}
+
+
 @dataclass(frozen=True)
 class MaintenanceAhead:
     """Maintenance on the slices a run may land on, inside its expected duration, and what to do now.

@@ -291,3 +291,13 @@ def test_the_operator_refuses_a_bad_window_or_duration_before_anything_is_submit
         task_id="train", tpu="v5e", topology="2x4", pathways_dir="gs://bucket/tmp", expected_duration="{{ params.hours * 3600 }}"
     )
     assert "expected_duration" in templated.template_fields
+
+
+def test_a_pool_is_busy_when_a_pod_of_another_workload_runs_on_any_of_its_nodes_and_unknown_when_one_node_is_unread():
+    from pathways_airflow.state.slices import busy_pools_of
+
+    running = {"metadata": {"name": "other-team-worker-0"}, "status": {"phase": "Running"}}
+    agent = {"metadata": {"name": "fluentbit", "ownerReferences": [{"kind": "DaemonSet"}]}, "status": {"phase": "Running"}}
+    assert busy_pools_of({"v5e-0": [[agent], [running]], "v5e-1": [[agent], []]}) == {"v5e-0"}
+    assert busy_pools_of({"v5e-0": [[agent], None]}) is None
+    assert busy_pools_of({}) == set()

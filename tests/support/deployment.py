@@ -33,6 +33,11 @@ from tests.support.airflow_cli import AIRFLOW
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 JOB_TYPES = {"scheduler": "SchedulerJob", "triggerer": "TriggererJob", "dag-processor": "DagProcessorJob"}
 
+
+def command_of(name: str) -> str:
+    """The Airflow command a component runs: ``triggerer.2`` is a second ``airflow triggerer``."""
+    return name.partition(".")[0]
+
 T = TypeVar("T")
 
 
@@ -138,7 +143,15 @@ class Component:
 class AirflowDeployment:
     """Airflow 3 as separate processes in a temporary ``AIRFLOW_HOME`` (see the module docstring)."""
 
-    def __init__(self, home: Path, dag_files: list[Path], env: Mapping[str, str] | None = None, *, port: int | None = None):
+    def __init__(
+        self,
+        home: Path,
+        dag_files: list[Path],
+        env: Mapping[str, str] | None = None,
+        *,
+        port: int | None = None,
+        database_url: str | None = None,
+    ):
         self.home = Path(home)
         self.dags = self.home / "dags"
         self.logs = self.home / "component-logs"
@@ -148,6 +161,7 @@ class AirflowDeployment:
             shutil.copy(dag_file, self.dags / Path(dag_file).name)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.database_url = database_url or f"sqlite:///{self.home / 'airflow.db'}"
         self.env = {**os.environ, **self.settings(), **(env or {})}
         self.components: dict[str, Component] = {}
         self._generations: dict[str, int] = {}
@@ -164,7 +178,7 @@ class AirflowDeployment:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__CORE__FERNET_KEY": "",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.port),
@@ -198,25 +212,32 @@ class AirflowDeployment:
             raise DeploymentError(f"airflow db migrate failed:\n{(result.stdout + result.stderr)[-4000:]}")
 
     def start(self, name: str) -> Component:
-        """Start one component in its own session (so that it and its children can be killed as one)."""
-        assert name in COMPONENTS, name
+        """Start one component in its own session (so that it and its children can be killed as one).
+
+        ``name`` is a component (``triggerer``) or a further instance of one (``triggerer.2``)."""
+        assert command_of(name) in COMPONENTS, name
         running = self.components.get(name)
         if running is not None and running.process.poll() is None:
             raise DeploymentError(f"{name} is already running (pid {running.pid})")
         generation = self._generations.get(name, 0) + 1
         self._generations[name] = generation
         log = self.logs / f"{name}-{generation}.log"
+        env = self.env
+        if name != command_of(name):
+            # A further instance serves its own logs: two triggerers cannot share one port.
+            env = {**env, "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [AIRFLOW, name], env=self.env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+                [AIRFLOW, command_of(name)], env=env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         component = Component(name, process, log)
         self.components[name] = component
         return component
 
-    def start_all(self, timeout: float = 120) -> None:
-        for name in COMPONENTS:
+    def start_all(self, timeout: float = 120, extra: tuple[str, ...] = ()) -> None:
+        """Every component, and ``extra`` instances (``("triggerer.2",)``), then wait until healthy."""
+        for name in (*COMPONENTS, *extra):
             self.start(name)
         self.wait_healthy(timeout=timeout)
 

@@ -406,6 +406,25 @@ def test_an_unknown_program_name_and_exit_n_run_as_documented(emulator):
     on_loop(emulator, scenario)
 
 
+def test_a_gated_exit_n_runs_until_its_object_exists(emulator, base):
+    gate = f"{base}/release"
+
+    async def scenario(gcs: RecordingGcs):
+        box = container(gcs, ["bash", "-c", "exit 3"], {"PATHWAYS_TESTING_EXIT_WHEN": gate})
+        task = asyncio.create_task(run_program(box))
+        await eventually(lambda: asyncio.sleep(0, result=bool(box.lines_with("running until"))))
+        await asyncio.sleep(1.2)  # more than two looks for the object
+        assert not task.done()
+        await gcs.write(gate, b"")
+        assert await asyncio.wait_for(task, 5) == 3
+
+        wrong = container(gcs, ["bash", "-c", "exit 0"], {"PATHWAYS_TESTING_EXIT_WHEN": "/tmp/release"})
+        assert await run_program(wrong) == 1
+        assert wrong.lines_with("not a gs:// object")
+
+    on_loop(emulator, scenario)
+
+
 def test_command_lines_are_read_in_maxtext_and_argparse_forms_and_inside_shell_scripts():
     argv = ["/bin/sh", "-o", "pipefail", "-c",
             "python3 x.py steps=5 --num-prompts=3 --request-rate 2 --save-result run_name=$RUN; "

@@ -12,6 +12,7 @@ import json
 from collections.abc import Generator
 from typing import Any, Mapping
 
+import msgspec
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from pathways_airflow.exceptions import KubernetesApiError
@@ -141,7 +142,7 @@ def json_body(method: str, path: str, data: bytes) -> Any:
     if not data:
         return None
     try:
-        return json.loads(data)
+        return _decode(data)  # a list of pods is megabytes: decoded as fast as a watch line
     except (ValueError, RecursionError):
         text = data[:200].decode("utf-8", errors="replace")
         raise KubernetesApiError(f"{method} {path}: the answer is not JSON: {text!r}") from None
@@ -166,11 +167,20 @@ def api_error_message(error: BaseException) -> str:
     return describe(error)
 
 
+_decoder = msgspec.json.Decoder()
+_decode = _decoder.decode
+_decode_lines = _decoder.decode_lines
+"""Newline-delimited JSON to Python objects in one call, blank lines skipped: msgspec (a
+dependency of Airflow's own core and Task SDK on every supported line) decodes a watch event
+about twice as fast as ``json.loads`` and without a Python call per line."""
+
+
 class JsonLines:
     """Newline-delimited JSON (a watch stream) from its chunks, in time linear in the bytes read.
 
     A chunk may hold thousands of events (a fast cluster's burst) or a fraction of one (a large
-    object): each byte is split once and joined once, never re-copied per line.
+    object): each byte is searched once, joined at most once and decoded once, never re-copied
+    per line. Decoding is most of what a triggerer's watches cost (a pod is kilobytes of JSON).
     """
 
     def __init__(self) -> None:
@@ -178,13 +188,14 @@ class JsonLines:
 
     def feed(self, chunk: bytes) -> list[Any]:
         """The whole lines ``chunk`` completes, parsed; the rest waits for the next chunk."""
-        parts = chunk.split(b"\n")
-        if len(parts) == 1:
+        end = chunk.rfind(b"\n")
+        if end < 0:
             self._pending.append(chunk)
             return []
-        first = b"".join((*self._pending, parts[0])) if self._pending else parts[0]
-        self._pending = [parts[-1]] if parts[-1] else []
-        return [json.loads(line) for line in (first, *parts[1:-1]) if line.strip()]
+        complete = b"".join((*self._pending, chunk[:end])) if self._pending else chunk[:end]
+        rest = chunk[end + 1 :]
+        self._pending = [rest] if rest else []
+        return _decode_lines(complete)
 
 
 def object_path(resource: Resource, namespace: str | None, name: Any, subresource: str | None = None) -> str:

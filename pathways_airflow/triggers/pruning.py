@@ -203,3 +203,27 @@ def pruned_kueue_workload(workload: dict[str, Any]) -> dict[str, Any]:
     spec = workload.get("spec") or {}
     slim = {k: spec[k] for k in ("maximumExecutionTimeSeconds", "queueName") if k in spec}
     return _kept(workload, _metadata(workload, annotations=False), slim)
+
+
+def pruned_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A node as a verdict reads it: metadata without annotations, its taints and
+    ``unschedulable``, and of its status only the conditions.
+
+    * ``metadata``: ``name`` (the pods' ``nodeName``), ``labels`` (node pool, Spot, TPU shape,
+      maintenance: :func:`~pathways_airflow.state.disruption.node_disruption`,
+      :func:`~pathways_airflow.state.disruption.slice_nodes_disrupted`) and ``creationTimestamp``
+      (a node re-created under a workload: :func:`~pathways_airflow.state.ran_on.went_down_under_it`);
+    * ``spec.taints``: termination, out of service (:func:`~pathways_airflow.state.disruption.node_disruption`);
+    * ``status.conditions``: ``Ready`` and when it last changed
+      (:func:`~pathways_airflow.state.disruption.node_disruption`, :func:`~pathways_airflow.state.ran_on.went_down_under_it`).
+
+    Dropped: the images the node holds (often tens of kilobytes), ``nodeInfo``, addresses,
+    capacity and allocatable, volumes, and every annotation: no verdict reads them.
+    """
+    spec = node.get("spec") or {}
+    slim = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
+    status = node.get("status") or {}
+    return {
+        "apiVersion": node.get("apiVersion"), "kind": node.get("kind"), "metadata": _metadata(node, annotations=False),
+        "spec": slim, "status": {"conditions": status["conditions"]} if "conditions" in status else {},
+    }

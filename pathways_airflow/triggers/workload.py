@@ -27,7 +27,7 @@ from airflow.triggers.base import TriggerEvent
 from pathways_airflow import well_known
 from pathways_airflow.hooks.api import describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, PATHWAYSJOB, POD, workload_resource
+from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, NODE, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
@@ -35,7 +35,14 @@ from pathways_airflow.state import creation, disruption, model, ran_on, status, 
 from pathways_airflow.state.queue import QueuePlace, local_queue_of, queue_place
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
-from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.pruning import (
+    pruned_job,
+    pruned_jobset,
+    pruned_kueue_workload,
+    pruned_node,
+    pruned_pathwaysjob,
+    pruned_pod,
+)
 from pathways_airflow.triggers.watch import (
     API_OUTAGE_LIMIT_SECONDS, SharedWatch, api_lost, by_label, by_owner, recheck_in, shared_watch, wait_for_change,
 )
@@ -99,6 +106,22 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
     return watches
 
 
+def nodes_watch(target: ClusterTarget) -> SharedWatch:
+    """Every node of the cluster, as a verdict reads it: one watch per cluster in a triggerer.
+
+    A verdict on why a workload stopped reads the nodes its pods ran on and those of its slice
+    shape. Listing every node per verdict cost a fleet's triggerer most of its CPU when many
+    waits ended at once (each list the whole fleet's nodes); the waits instead keep this watch
+    alive while they run, never woken by it, and a verdict reads its cache.
+    """
+    return shared_watch(target, NODE, None, prune=pruned_node)
+
+
+NODES_SYNC_SECONDS = 60.0
+"""How long a verdict only nodes can vouch for waits for the node watch's first listing before it
+lists the nodes itself (with the hook's retries)."""
+
+
 class PathwaysJobTrigger(KillableTrigger):
     """Wait until a PathwaysJob or JobSet has finished (or the task's time is up).
 
@@ -151,6 +174,8 @@ class PathwaysJobTrigger(KillableTrigger):
         watches = workload_watches(self.cluster, self.namespace, self.backend)
         changed = asyncio.Event()  # one event for all its watches: one thing to wait on
         subscriptions = {key: watch.subscribe([self.name], changed) for key, watch in watches.items()}
+        nodes = nodes_watch(self.cluster)
+        held_nodes = nodes.subscribe(())  # keeps the verdicts' node cache current; never wakes this wait
         memory = wait_memory.WaitMemory.starting(self.last_state, time.time(), writes=self.until_phase is None)
         writing: set[asyncio.Task[None]] = set()
         try:
@@ -220,6 +245,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 task.cancel()
             for key, subscription in subscriptions.items():
                 watches[key].unsubscribe(subscription)
+            nodes.unsubscribe(held_nodes)
 
     async def _readings(
         self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs, now: float
@@ -324,9 +350,16 @@ class PathwaysJobTrigger(KillableTrigger):
         )
 
     async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]] | None:
-        """The nodes now. When the pods already prove a disruption they only name its kind: one
+        """The nodes now: the shared node watch's cache (:func:`nodes_watch`) while it is current,
+        else a listing. When the pods already prove a disruption the nodes only name its kind: one
         try, within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not the
         hook's retry backoff (a slow or failing API then costs the verdict a request, not minutes)."""
+        watch = nodes_watch(self.cluster)
+        budget = disruption.NODES_REFINE_WITHIN_SECONDS if only_to_name_the_kind else NODES_SYNC_SECONDS
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(watch.synced.wait(), budget)
+        if watch.synced.is_set() and watch.failing_since is None and not watch.forbidden:
+            return watch.values()
         if not only_to_name_the_kind:
             return await self.hook.list_nodes()
         try:

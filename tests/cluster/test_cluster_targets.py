@@ -16,7 +16,7 @@ import kubernetes.client
 import kubernetes_asyncio.client
 import pytest
 
-from pathways_airflow.hooks.clients import kube_config_source
+from pathways_airflow.hooks.clients import async_api_client, environment_proxy, kube_config_source
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
 from pathways_airflow.exceptions import BadSpecError
 from pathways_airflow.testing import LocalCluster
@@ -84,6 +84,36 @@ def test_async_hooks_built_concurrently_on_one_loop_stay_apart(two_clusters):
             await AsyncPathwaysHook.close_all()
 
     asyncio.run(scenario())
+
+
+def test_async_clients_read_the_proxy_environment_once_not_per_request(two_clusters, monkeypatch):
+    a, _ = two_clusters
+    target = ClusterTarget(kubernetes_conn_id="cluster_a")
+
+    async def client_proxy_and_trust() -> tuple[str | None, bool]:
+        client = await async_api_client(target)
+        try:
+            return client.configuration.proxy, client.rest_client.pool_manager.trust_env
+        finally:
+            await client.close()
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert asyncio.run(client_proxy_and_trust()) == ("http://proxy.internal:3128", False)
+
+    # NO_PROXY exempts the API server: no proxy, and requests go straight to it.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    assert asyncio.run(client_proxy_and_trust()) == (None, False)
+
+    async def listed() -> dict:
+        try:
+            return await AsyncPathwaysHook(target).request("GET", "/api/v1/namespaces")
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    assert "team-a" in namespaces(asyncio.run(listed()))
+    assert environment_proxy(a.server) is None
 
 
 def test_a_connection_naming_two_sources_is_refused_before_any_request():

@@ -36,7 +36,6 @@ import pytest
 
 from pathways_airflow.spec.names import TASK_KEY_LABEL, TaskIdentity
 from pathways_airflow.well_known import JOBSET_NAME, NODEPOOL, REPLICATED_JOB
-from tests.e2e.dags.pw_triggerer_pool import DAG_ID, TASK_ID, kind_of
 from tests.support import postgres
 from tests.support.connections import cluster_environment
 from tests.support.deployment import AirflowDeployment, DeploymentError, wait_until
@@ -49,10 +48,16 @@ pytestmark = [
 
 WAITS = int(os.environ.get("PATHWAYS_TRIGGERER_POOL_WAITS", "60"))
 DAG_FILE = Path(__file__).parent / "dags" / "pw_triggerer_pool.py"
+DAG_ID, TASK_ID = "pw_triggerer_pool", "wait"
 PATHWAYSJOB = ("pathways-job.pathways.domain/v1", "PathwaysJob")
 GATES = "gs://pathways-demo/pool"
 HEALTH_CHECK_THRESHOLD = 5
 """``[triggerer] triggerer_health_check_threshold`` (s) of the deployment (tests/support/deployment.py)."""
+
+
+def kind_of(map_index: int) -> str:
+    """``bug``, ``disrupted`` or ``success``: one wait in ten of each of the first two."""
+    return {3: "bug", 7: "disrupted"}.get(map_index % 10, "success")
 
 
 # --- fixtures --------------------------------------------------------------------------------------
@@ -197,7 +202,7 @@ def fleet(airflow: AirflowDeployment, cluster: Any, name: str, waits: int) -> It
     sampler.start()
     started = time.monotonic()
     try:
-        airflow.trigger(DAG_ID, {"waits": waits, "gate": gate}, run_id=run_id)
+        airflow.trigger(DAG_ID, {"kinds": [kind_of(i) for i in range(waits)], "gate": gate}, run_id=run_id)
         yield run_id, sampler, gate
     except BaseException:
         print(f"{name} failed after {time.monotonic() - started:.1f}s")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pathways_airflow.hooks import api
 from pathways_airflow.hooks.api import JsonLines
 
 pytestmark = [pytest.mark.unit, pytest.mark.pure]
@@ -35,16 +36,21 @@ def test_blank_lines_are_skipped_and_a_line_waits_for_its_newline():
     assert lines.feed(b"\r\n  \n") == [{"type": "BOOKMARK"}]
 
 
-def test_a_burst_is_split_in_one_pass(monkeypatch):
-    # Linear time: the chunk is split once, not once per line with the rest copied each time.
+def test_a_burst_is_decoded_in_one_pass(monkeypatch):
+    # Linear time: the chunk is decoded in one call, not once per line with the rest copied each time.
     calls = []
-    real_split = bytes.split
+    real = api._decode_lines
 
-    class Counting(bytes):
-        def split(self, *args, **kwargs):
-            calls.append(len(self))
-            return real_split(self, *args, **kwargs)
+    def counting(data):
+        calls.append(len(data))
+        return real(data)
 
-    burst = Counting(STREAM * 40)
+    monkeypatch.setattr(api, "_decode_lines", counting)
+    burst = STREAM * 40
     assert len(JsonLines().feed(burst)) == 2000
-    assert calls == [len(burst)]
+    assert calls == [len(burst) - 1]  # everything but the last newline
+
+
+def test_a_broken_line_is_a_value_error_as_json_loads_raised():
+    with pytest.raises(ValueError):
+        JsonLines().feed(b'{"type": "ADDED", "object": \n')

@@ -55,7 +55,14 @@ from pathways_airflow.state.workload_parts import (
     slices_total,
 )
 from pathways_airflow.run.annotations import disruption_seen, disruption_seen_annotation, verdict_after_the_fact
-from pathways_airflow.triggers.pruning import pruned_job, pruned_jobset, pruned_kueue_workload, pruned_pathwaysjob, pruned_pod
+from pathways_airflow.triggers.pruning import (
+    pruned_job,
+    pruned_jobset,
+    pruned_kueue_workload,
+    pruned_node,
+    pruned_pathwaysjob,
+    pruned_pod,
+)
 from pathways_airflow.triggers.watch import by_owner
 from pathways_airflow.triggers.workload import workload_watches
 from pathways_airflow_testing.controllers import kueue
@@ -65,7 +72,27 @@ FIXTURES = Path(__file__).parent / "fixtures" / "status"
 SCENARIOS = sorted(p.stem for p in FIXTURES.glob("*.json"))
 Fields = dict[str, Any]
 
-HEALTHY = node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4")) + node_manifests(tpu_pool("tpu-v6e-4x4-0", "ct6e-standard-4t", "4x4"))
+def _as_gke_registers_them(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes with what a real node carries beside what the verdicts read: the kubelet's and
+    GKE's annotations, managed fields, the images it holds, its node info and addresses."""
+    for node in nodes:
+        node["metadata"]["creationTimestamp"] = "2026-11-22T06:00:00Z"
+        node["metadata"]["annotations"] = {
+            "node.alpha.kubernetes.io/ttl": "0", "container.googleapis.com/instance_id": "4410926380126475812",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        }
+        node["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": {}}}]
+        node["status"]["images"] = [{"names": [f"us-docker.pkg.dev/demo/maxtext/runner@sha256:{i:064x}"], "sizeBytes": 9_000_000_000} for i in range(8)]
+        node["status"]["nodeInfo"] = {"kubeletVersion": "v1.34.1-gke.1200", "containerRuntimeVersion": "containerd://2.0.6", "osImage": "Container-Optimized OS"}
+        node["status"]["addresses"] = [{"type": "InternalIP", "address": "10.128.0.7"}, {"type": "Hostname", "address": node["metadata"]["name"]}]
+        for condition in node["status"].get("conditions") or ():
+            condition.setdefault("lastTransitionTime", "2026-11-22T06:01:00Z")
+    return nodes
+
+
+HEALTHY = _as_gke_registers_them(
+    node_manifests(tpu_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4")) + node_manifests(tpu_pool("tpu-v6e-4x4-0", "ct6e-standard-4t", "4x4"))
+)
 
 
 def _disrupted(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -123,7 +150,8 @@ def _events(name: str) -> list[dict[str, Any]]:
 def decisions(fields: Fields) -> dict[str, Any]:
     """Everything the trigger path decides or reports from one observation (and the operator's
     after-the-fact verdict on the same objects), keyed by the reader."""
-    observation = Observation(**{**fields, "pods": tuple(fields["pods"])})
+    node_sets = fields.get("node_sets") or NODE_SETS
+    observation = Observation(**{**{k: v for k, v in fields.items() if k != "node_sets"}, "pods": tuple(fields["pods"])})
     jobset, pathwaysjob, top = observation.jobset, observation.pathwaysjob, _top(fields)
     jobs = tuple(fields.get("jobs") or ())
     attempt = current_attempt(observation)
@@ -152,7 +180,7 @@ def decisions(fields: Fields) -> dict[str, Any]:
         found["controller_objections"] = controller_objections(pathwaysjob)
         found["pathwaysjob_node_selector"] = worker_node_selector(pathwaysjob)
         found["tpu"] = _tpu(pathwaysjob)
-    for label, nodes in NODE_SETS.items():
+    for label, nodes in node_sets.items():
         recorded = disruption_seen(top, attempt) or went_down_under_it(top, attempt, nodes)
         classification = classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded
@@ -185,6 +213,7 @@ def as_cached(fields: Fields) -> Fields:
     cached["pods"] = [pruned_pod(copy.deepcopy(p)) for p in fields["pods"]]
     cached["jobs"] = [pruned_job(copy.deepcopy(j)) for j in fields.get("jobs") or ()]
     cached["kueue_workload"] = fields["kueue_workload"] and pruned_kueue_workload(copy.deepcopy(fields["kueue_workload"]))
+    cached["node_sets"] = {label: [pruned_node(copy.deepcopy(n)) for n in nodes] for label, nodes in NODE_SETS.items()}
     return cached
 
 
@@ -475,6 +504,15 @@ def realistic(backend: str) -> dict[str, Any]:
     manifest["metadata"].pop("ownerReferences", None)
     manifest["status"] = recorded["status"]
     return manifest
+
+
+def test_a_cached_node_keeps_what_a_verdict_reads_and_a_third_of_the_bytes_at_most() -> None:
+    node = _disrupted(HEALTHY)[0]
+    cached = pruned_node(node)
+    assert cached["metadata"]["labels"] == node["metadata"]["labels"] and "annotations" not in cached["metadata"]
+    assert cached["spec"]["taints"] == node["spec"]["taints"] and cached["status"] == {"conditions": node["status"]["conditions"]}
+    assert pruned_node(cached) == cached
+    assert _size(cached) <= 0.35 * _size(node)
 
 
 def test_a_cached_jobset_is_a_quarter_of_the_whole_one_at_most() -> None:

@@ -10,26 +10,54 @@ One run, one local cluster, the same process layout for every contender:
   own, never the API server's.
 
 Contenders: ``PathwaysJobTrigger`` waiting on N PathwaysJobs (JobSet + head + worker pods each),
-and apache-airflow-providers-cncf-kubernetes' ``KubernetesJobTrigger`` waiting on N batch Jobs at
-its default ``poll_interval`` (10 s) and at 2 s.
+and apache-airflow-providers-cncf-kubernetes' ``KubernetesJobTrigger`` ("the anchor") waiting on
+N batch Jobs at its default ``poll_interval`` (10 s) and at 2 s.
+
+Both are configured as users run them, with one CA. Their Kubernetes connection
+(``kubernetes_default``, from ``AIRFLOW_CONN_KUBERNETES_DEFAULT``) names a kubeconfig whose
+cluster carries ``certificate-authority-data``: one CA certificate, made at run time, as a GKE
+cluster's kubeconfig or an in-cluster service account carries its cluster's CA. Every
+kubernetes_asyncio ``ApiClient`` builds an SSL context (``client/rest.py``), and the anchor makes
+a client per poll; against ``https://`` that context loads the kubeconfig's CA. The local cluster
+serves plain ``http://``, for which kubernetes_asyncio ignores the kubeconfig's CA and loads
+OpenSSL's default trust instead: the whole system bundle, tens of milliseconds per poll that no
+real cluster makes the anchor pay. So each triggerer process's ``SSL_CERT_FILE`` is that same
+CA (and ``SSL_CERT_DIR`` an empty directory): every context it builds loads one certificate, as
+against GKE. The report records the set-up (``"ca": {"setup": "one CA"}``), what one context
+costs and loads with it and with the system bundle, and how many contexts each triggerer built
+in each window, at what cost, with how many CA certificates.
 
 The workload objects are copies of one PathwaysJob the emulator's controllers really ran, with
 Kueue on (its PathwaysJob, JobSet, pods, the JobSet's child Jobs and Kueue's Workload, as the
 controllers wrote them); then the controllers are paused and the driver writes every state
 change itself, so each change has a known time. The fleet is mixed (``SHARES``): some workloads
 wait in Kueue's queue, some end in a user error, some end disrupted, the rest succeed; both
-contenders wait on the same fleet (ours on the PathwaysJobs, the anchor on their head Jobs):
+contenders wait on the same fleet (ours on the PathwaysJobs, the anchor on their head Jobs).
+
+The side objects grow with the fleet, as on a real cluster: every workload's slices run on
+Nodes of their own (one per TPU host, as GKE registers them), and every workload has the Events
+its controllers, the scheduler and the kubelet recorded (``Scheduled`` for each pod; ``Pulled``,
+``Created``, ``Started`` for each container). A failure verdict lists the nodes and the
+scheduler's events, so their number is part of what it costs. They are made before the
+triggerer starts, outside every measured window.
 
 1. warm-up: every wait starts (PROVISIONING: pods pending; Jobs without status);
 2. steady window (``--window`` s): workloads change state at random (Poisson, one change per
    workload every ``--change-every`` s on average: pods become ready, a worker's readiness
-   flaps); API requests (counted by the API server), CPU and stalls are measured here;
-3. finish window (``--finish`` s): every workload finishes at a uniformly random time; reaction
-   latency is the time from the write of the finished status to the trigger's ``TriggerEvent``,
-   reported by ending (a user error's verdict waits on purpose for the other watches to catch up).
+   flaps); API requests (counted by the API server), CPU, RSS and stalls are measured here;
+3. finish window (``--finish`` s, then until the last wait reports or ``--drain`` runs out):
+   every workload finishes at a uniformly random time; its CPU, requests and peak RSS are
+   reported beside the steady window's, and reaction latency is the time from the write of the
+   finished status to the trigger's ``TriggerEvent``, reported by ending (a user error's verdict
+   waits on purpose for the other watches to catch up).
 
-The triggerer process also counts the watch events it parses (CPU per event) and times every
-garbage collection (a stall's cause); triggers start one per turn of its loop, as Airflow's do.
+Every wait is accounted for: one that has not reported when the drain ends is a failure of the
+run, named in its row (``unreported``), and every target for that N is missed because of it.
+Percentiles are over the waits that reported.
+
+The triggerer process also counts the watch events it parses (CPU per event), times every
+garbage collection (a stall's cause) and every SSL context built; triggers start one per turn
+of its loop, as Airflow's do.
 
     python benchmarks/triggerer_scale.py --waits 1000 --json benchmarks/results/triggerer_scale_1000.json
 """
@@ -38,17 +66,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gc
 import json
 import logging
 import os
 import random
 import resource
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +90,16 @@ SHARES = {"queued": 0.10, "failing": 0.10, "disrupted": 0.05}
 """Of the fleet: waiting in Kueue's queue until the finish window; ending in a user error (exit 1);
 ending with a worker disrupted (DisruptionTarget). The rest succeed."""
 CONN_ENV = "AIRFLOW_CONN_KUBERNETES_DEFAULT"
+CA_SETUP = "one CA"
+"""What the contenders' kubeconfig trusts: one CA certificate, as a GKE or in-cluster client does."""
 STALL_LIMIT = 0.100
 TICK = 0.010
+RSS_EVERY_TICKS = 10
+"""The ticker reads the process's RSS every this many ticks (100 ms): a window's peak, not only its ends."""
+ENDINGS = ("succeeding", "failing", "disrupted")
+SETTLING_ENDING = "failing"
+"""A user error's verdict waits on purpose (``VERDICT_SETTLE_SECONDS``, twice) for the other watches;
+the reaction target leaves it out."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,8 +124,10 @@ class Phases:
     """What the triggerer process measures between the driver's marks.
 
     Besides CPU, RSS and loop stalls: the watch events the process parsed (every line of every
-    watch stream, counted where the hook splits them), so CPU per event can be read, and every
-    garbage collection's pause, by generation, so a stall can be matched to its cause.
+    watch stream, counted where the hook splits them), so CPU per event can be read; every
+    garbage collection's pause, by generation, so a stall can be matched to its cause; the
+    highest RSS sampled in each window, so a window's peak is its own and not the start-up's;
+    and every SSL context built, so the cost of the CA set-up shows per window.
     """
 
     def __init__(self) -> None:
@@ -95,11 +136,17 @@ class Phases:
         self.stalls: dict[str, list[float]] = {}
         self.watch_events = 0
         self.collections: dict[str, dict[int, list[float]]] = {}
+        self.rss_peaks: dict[str, int] = {}
+        self.ssl_contexts: dict[str, dict[str, float]] = {}
         self._collecting_since = 0.0
 
     def mark(self, name: str) -> None:
+        if name in self.marks:
+            return
+        self.sample_rss()
         self.marks[name] = {"time": time.time(), "cpu": time.process_time(), "rss_kb": rss_kb(), "watch_events": self.watch_events}
         self.name = name
+        self.sample_rss()
         if name == "finish" and os.environ.get("TRIGGERER_SCALE_TRACEMALLOC"):
             import tracemalloc
 
@@ -111,6 +158,9 @@ class Phases:
 
     def stall(self, late: float) -> None:
         self.stalls.setdefault(self.name, []).append(late)
+
+    def sample_rss(self) -> None:
+        self.rss_peaks[self.name] = max(self.rss_peaks.get(self.name, 0), rss_kb())
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
         """A ``gc.callbacks`` hook: the pause of each collection, by generation and window."""
@@ -135,14 +185,38 @@ class Phases:
 
         api.JsonLines.feed = feed  # type: ignore[method-assign]
 
+    def time_ssl_contexts(self) -> None:
+        """Count and time every ``ssl.create_default_context`` call, with the most CA
+        certificates one of them loaded. kubernetes_asyncio's REST client builds one per
+        ``ApiClient`` (``client/rest.py``), and the anchor makes a client per poll: what a context
+        loads is what each poll pays."""
+        build = ssl.create_default_context
+
+        def create_default_context(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+            began = time.perf_counter()
+            context = build(*args, **kwargs)
+            spent = time.perf_counter() - began
+            counts = self.ssl_contexts.setdefault(self.name, {"built": 0, "seconds": 0.0, "ca_certificates": 0})
+            counts["built"] += 1
+            counts["seconds"] += spent
+            counts["ca_certificates"] = max(counts["ca_certificates"], context.cert_store_stats()["x509_ca"])
+            return context
+
+        ssl.create_default_context = create_default_context  # type: ignore[assignment]
+
 
 async def ticker(phases: Phases) -> None:
-    """Sleep 10 ms at a time; how late each wake-up is, is how long the loop was blocked."""
+    """Sleep 10 ms at a time; how late each wake-up is, is how long the loop was blocked. Every
+    ``RSS_EVERY_TICKS`` ticks, the RSS too (a window's peak)."""
     loop = asyncio.get_running_loop()
+    ticks = 0
     while True:
         began = loop.time()
         await asyncio.sleep(TICK)
         phases.stall(max(0.0, loop.time() - began - TICK))
+        ticks += 1
+        if ticks % RSS_EVERY_TICKS == 0:
+            phases.sample_rss()
 
 
 async def triggerer(spec_path: str, out_path: str) -> None:
@@ -162,6 +236,7 @@ async def triggerer(spec_path: str, out_path: str) -> None:
     loop = asyncio.get_running_loop()
     phases = Phases()
     phases.count_watch_events()
+    phases.time_ssl_contexts()
     gc.callbacks.append(phases.on_gc)
     phases.mark("start")
     stopped = asyncio.Event()
@@ -183,6 +258,8 @@ async def triggerer(spec_path: str, out_path: str) -> None:
 
     threading.Thread(target=read_stdin, daemon=True).start()
 
+    raised: dict[str, str] = {}
+
     async def wait(classpath: str, kwargs: dict[str, Any]) -> None:
         # As the triggerer does: the class from its path, built from its stored kwargs.
         trigger = import_string(classpath)(**kwargs)
@@ -196,6 +273,8 @@ async def triggerer(spec_path: str, out_path: str) -> None:
                     "phase": (payload.get("state") or {}).get("phase"),
                 }
                 break
+        except Exception as error:  # a wait that dies never reports: the driver counts it, this says why
+            raised[str(kwargs.get("name") or kwargs.get("job_name"))] = f"{type(error).__name__}: {error}"[:300]
         finally:
             await generator.aclose()
         if len(events) >= expected:
@@ -238,10 +317,282 @@ async def triggerer(spec_path: str, out_path: str) -> None:
                     name: {str(gen): {"count": len(p), "max": max(p), "total": sum(p)} for gen, p in by_gen.items()}
                     for name, by_gen in phases.collections.items()
                 },
+                "rss_peaks_kb": phases.rss_peaks,
+                "ssl_contexts": phases.ssl_contexts,
                 "events": events,
+                "raised": raised,
             }
         )
     )
+
+
+# --- the cluster's CA ----------------------------------------------------------------------
+
+
+def one_ca_certificate() -> bytes:
+    """A self-signed CA certificate (PEM) made now: RSA 2048, ``CA:TRUE``, signing certificates.
+
+    Only the certificate is kept: nothing here is served over TLS; the clients only load it."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        return _openssl_ca_certificate()
+    import datetime as dt
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "triggerer-scale-local-cluster-ca")])
+    now = dt.datetime.now(dt.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _openssl_ca_certificate() -> bytes:
+    """The same certificate from the ``openssl`` command, where ``cryptography`` is not installed."""
+    with tempfile.TemporaryDirectory(prefix="triggerer-scale-ca-") as directory:
+        out = Path(directory, "ca.crt")
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(Path(directory, "ca.key")), "-out", str(out),
+             "-days", "1", "-subj", "/CN=triggerer-scale-local-cluster-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,digitalSignature,keyCertSign,cRLSign"],
+            check=True, capture_output=True,
+        )
+        return out.read_bytes()
+
+
+def one_ca_kubeconfig(kubeconfig: str, ca_pem: bytes, directory: Path) -> str:
+    """A copy of ``kubeconfig`` whose every cluster carries ``certificate-authority-data`` (``ca_pem``).
+
+    The contenders' connection names this file, as a GKE kubeconfig carries the cluster's CA (in
+    a pod: the service account's ``ca.crt``). Over ``http://`` the clients trust OpenSSL's
+    defaults instead, which :func:`trust_environment` points at the same CA."""
+    import yaml
+
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    for entry in config.get("clusters") or ():
+        entry["cluster"]["certificate-authority-data"] = base64.b64encode(ca_pem).decode("ascii")
+    path = directory / "kubeconfig-one-ca"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return str(path)
+
+
+def write_ca(ca_pem: bytes, directory: Path) -> tuple[str, str]:
+    """The CA as a file, and an empty directory: what ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` name
+    in the triggerer processes (:func:`trust_environment`)."""
+    cafile, empty = directory / "ca.crt", directory / "no-other-certificates"
+    cafile.write_bytes(ca_pem)
+    empty.mkdir(exist_ok=True)
+    return str(cafile), str(empty)
+
+
+def trust_environment(cafile: str, empty_directory: str) -> dict[str, str]:
+    """OpenSSL's default trust for a triggerer process: the one CA and nothing else.
+
+    Against an ``https://`` server both clients load the kubeconfig's
+    ``certificate-authority-data`` as their ``cafile``. Against the local cluster's ``http://``
+    kubernetes_asyncio ignores it (``config/kube_config.py``, ``_load_cluster_info``: the CA only
+    for ``https``) and builds its context from OpenSSL's default paths (``client/rest.py``:
+    ``ssl.create_default_context(cafile=None)``), which these variables point at the same CA. Each
+    context then loads one certificate, as on GKE or in a pod, instead of the system bundle."""
+    return {"SSL_CERT_FILE": cafile, "SSL_CERT_DIR": empty_directory}
+
+
+def ssl_context_ms(environment: dict[str, str], repeat: int = 20) -> tuple[float, int]:
+    """The median time to build one client SSL context as kubernetes_asyncio does over
+    ``http://`` (``ssl.create_default_context()``), and the CA certificates it loaded, in a fresh
+    interpreter with ``environment`` (none: the system bundle)."""
+    code = (
+        "import json, ssl, statistics, time\n"
+        "times = []\n"
+        f"for _ in range({repeat}):\n"
+        "    began = time.perf_counter(); context = ssl.create_default_context(); times.append(time.perf_counter() - began)\n"
+        "print(json.dumps([statistics.median(times), context.cert_store_stats()['x509_ca']]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+    result = subprocess.run([sys.executable, "-c", code], env={**env, **environment}, capture_output=True, text=True, check=True)
+    seconds, certificates = json.loads(result.stdout)
+    return round(seconds * 1000, 2), certificates
+
+
+def ca_setup(environment: dict[str, str]) -> dict[str, Any]:
+    """What the report says of the CA: the set-up, and what one SSL context costs and loads with
+    it and with the system bundle (a client configured with no CA)."""
+    one_ms, one_count = ssl_context_ms(environment)
+    bundle_ms, bundle_count = ssl_context_ms({})
+    return {
+        "setup": CA_SETUP,
+        "ssl_context_ms_one_ca": one_ms,
+        "ca_certificates_one_ca": one_count,
+        "ssl_context_ms_system_bundle": bundle_ms,
+        "ca_certificates_system_bundle": bundle_count,
+    }
+
+
+# --- the side objects: nodes and events -----------------------------------------------------
+
+
+class SliceHosts:
+    """The Nodes the workloads' slices take: one per TPU host, as GKE registers a node pool's VMs.
+
+    Each workload gets node pools of its own, one per slice, of the machine type and topology of
+    the slice the template ran on (``pathways_airflow_testing.nodes.tpu_pool`` /
+    ``node_manifests``: GKE's labels, taints and capacity). They are named after the workload,
+    not the namespace, so every contender's copy of a workload runs on the same hosts and the
+    cluster holds one set of nodes per N. Pods not on a TPU host (the head, on the CPU pool) stay
+    where the template's ran.
+    """
+
+    def __init__(self, cluster: Any, template_pods: list[dict[str, Any]]):
+        from pathways_airflow_testing import nodes
+
+        self.cluster = cluster
+        self.nodes = nodes
+        self.k_node = cluster.kinds.lookup("", "v1", "nodes")
+        self.slices: list[tuple[str, str, str]] = []  # (template pool, machine type, topology), one per slice
+        self.template_hosts: dict[str, tuple[int, int]] = {}  # a template TPU node → (its slice, its index in the pool)
+        for pod in template_pods:
+            node_name = pod["spec"].get("nodeName")
+            node = cluster.store.get(self.k_node, None, node_name) if node_name else None
+            labels = (node or {}).get("metadata", {}).get("labels") or {}
+            if node is None or nodes.ACCELERATOR_LABEL not in labels or node_name in self.template_hosts:
+                continue
+            pool = (labels[nodes.NODEPOOL_LABEL], labels["node.kubernetes.io/instance-type"], labels[nodes.TOPOLOGY_LABEL])
+            if pool not in self.slices:
+                self.slices.append(pool)
+            hosts = nodes.tpu_pool(pool[0], pool[1], pool[2]).node_names()
+            self.template_hosts[node_name] = (self.slices.index(pool), hosts.index(node_name))
+        self.created: set[str] = set()
+
+    def pools(self, workload: str) -> list[Any]:
+        """``workload``'s node pools, one per slice (``tpu-v5e-2x4-w00042-0``)."""
+        return [
+            self.nodes.tpu_pool(f"{template_pool.rsplit('-', 1)[0]}-{workload}-{index}", machine, topology)
+            for index, (template_pool, machine, topology) in enumerate(self.slices)
+        ]
+
+    def node_for(self, workload: str, template_node: str) -> str:
+        """Where ``workload``'s copy of a pod runs that ran on ``template_node`` in the template."""
+        if template_node not in self.template_hosts:
+            return template_node
+        slice_index, host = self.template_hosts[template_node]
+        return self.pools(workload)[slice_index].node_names()[host]
+
+    def ensure(self, workloads: list[str]) -> int:
+        """Exactly the nodes of ``workloads`` (besides the cluster's own): the missing ones are
+        created, those of a larger earlier fleet deleted. Returns how many nodes the cluster has."""
+        wanted = {node["metadata"]["name"]: node for w in workloads for pool in self.pools(w) for node in self.nodes.node_manifests(pool)}
+
+        def apply(names: list[str]) -> None:
+            for name in names:
+                if name in wanted:
+                    self.cluster.store.create(self.k_node, wanted[name])
+                else:
+                    self.cluster.store.delete(self.k_node, None, name)
+
+        changes = [n for n in wanted if n not in self.created] + [n for n in self.created if n not in wanted]
+        for start in range(0, len(changes), 500):
+            self.cluster.call(lambda part=changes[start : start + 500]: apply(part), timeout=300)
+        self.created = set(wanted)
+        return self.cluster.call(lambda: len(self.cluster.store.list(self.k_node)))
+
+
+def event_name(involved: str, nanos: int) -> str:
+    """An Event's name as client-go's recorders make it: ``<object>.<unix nanoseconds in hex>``
+    (``tools/record/event.go`` and ``tools/events/event_recorder.go``, ``makeEvent``)."""
+    return f"{involved}.{nanos:x}"
+
+
+def involved_pod(pod: dict[str, Any], field_path: str | None = None) -> dict[str, Any]:
+    meta = pod["metadata"]
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+                "resourceVersion": meta["resourceVersion"]}
+    if field_path:
+        involved["fieldPath"] = field_path
+    return involved
+
+
+def scheduled_event(pod: dict[str, Any], node: str, now: float, nanos: int) -> dict[str, Any]:
+    """kube-scheduler's record of binding ``pod`` to ``node``, as the core/v1 Events API shows it.
+
+    The scheduler records through events.k8s.io/v1 (kubernetes ``pkg/scheduler/schedule_one.go``:
+    type Normal, reason ``Scheduled``, action ``Binding``, note ``Successfully assigned
+    <namespace>/<pod> to <node>``); read as core/v1 such an event has ``eventTime`` and the
+    reporting controller and instance set, and no ``count``, no first/last timestamps and an empty
+    ``source``."""
+    import datetime as dt
+
+    meta = pod["metadata"]
+    return {
+        "metadata": {"name": event_name(meta["name"], nanos), "namespace": meta["namespace"]},
+        "involvedObject": involved_pod(pod),
+        "reason": "Scheduled",
+        "message": f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+        "type": "Normal",
+        "action": "Binding",
+        "eventTime": dt.datetime.fromtimestamp(now, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+        "source": {},
+        "reportingComponent": "default-scheduler",
+        "reportingInstance": "default-scheduler-gke-local-control-plane",
+    }
+
+
+def kubelet_events(pod: dict[str, Any], node: str, timestamp: str, nanos: int) -> list[dict[str, Any]]:
+    """The kubelet's ``Pulled``, ``Created`` and ``Started`` for every container of ``pod``
+    (init containers first), as kubelet v1.32 records them.
+
+    Messages: ``Container image "<image>" already present on machine``
+    (``pkg/kubelet/images/image_manager.go``), ``Created container: <name>`` and ``Started
+    container <name>`` (``pkg/kubelet/kuberuntime/kuberuntime_container.go``, ``startContainer``).
+    The kubelet records through client-go's core/v1 recorder (``tools/record``): ``count`` 1,
+    first and last timestamps, ``source`` and reporting fields naming the kubelet and its node,
+    and the container as ``involvedObject.fieldPath`` (``pkg/kubelet/container/ref.go``)."""
+    meta = pod["metadata"]
+    containers = [("initContainers", c) for c in pod["spec"].get("initContainers") or ()]
+    containers += [("containers", c) for c in pod["spec"].get("containers") or ()]
+    events = []
+    for field, container in containers:
+        for reason, message in (
+            ("Pulled", f'Container image "{container["image"]}" already present on machine'),
+            ("Created", f"Created container: {container['name']}"),
+            ("Started", f"Started container {container['name']}"),
+        ):
+            events.append({
+                "metadata": {"name": event_name(meta["name"], nanos + len(events)), "namespace": meta["namespace"]},
+                "involvedObject": involved_pod(pod, f"spec.{field}{{{container['name']}}}"),
+                "reason": reason,
+                "message": message,
+                "type": "Normal",
+                "count": 1,
+                "firstTimestamp": timestamp,
+                "lastTimestamp": timestamp,
+                "eventTime": None,
+                "source": {"component": "kubelet", "host": node},
+                "reportingComponent": "kubelet",
+                "reportingInstance": node,
+            })
+    return events
 
 
 # --- the workloads --------------------------------------------------------------------------
@@ -273,13 +624,21 @@ def capture_templates(cluster: Any) -> dict[str, Any]:
     ]
     if not kueue:
         raise RuntimeError("Kueue made no Workload for the template workload")
+    pods = cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": TEMPLATE})
+    # The controllers' own records of the workload (Kueue's, the JobSet's and Jobs', the
+    # PathwaysJob's). Its pods' events are made per copy (scheduled_event, kubelet_events).
+    events = [
+        e for e in cluster.list("v1", "Event", "default")
+        if TEMPLATE in e["involvedObject"].get("name", "") and e["involvedObject"].get("kind") != "Pod"
+    ]
     return {
         "pathwaysjob": cluster.get("pathways-job.pathways.domain/v1", "PathwaysJob", TEMPLATE),
         "jobset": jobset,
-        "pods": cluster.list("v1", "Pod", "default", labels={"jobset.sigs.k8s.io/jobset-name": TEMPLATE}),
+        "pods": pods,
         "jobs": jobs,
         "job": next(j for j in jobs if "pathways-head" in j["metadata"]["name"]),
         "kueue_workload": kueue[0],
+        "events": events,
     }
 
 
@@ -311,6 +670,21 @@ def pending_pod_status(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def started_at(status: dict[str, Any], now: str) -> dict[str, Any]:
+    """A running pod's ``status`` as if it started at ``now``: its start time, its containers'
+    ``startedAt`` and its conditions' transitions. The template's times are from before the
+    fleet's nodes were registered; a node newer than the workers on it is evidence of a
+    disruption (``pathways_airflow.state.ran_on``), which these workers must not show."""
+    status = json.loads(json.dumps(status))
+    status["startTime"] = now
+    for item in status.get("conditions", []):
+        item["lastTransitionTime"] = now
+    for container in (*status.get("initContainerStatuses", []), *status.get("containerStatuses", [])):
+        if "running" in (container.get("state") or {}):
+            container["state"]["running"]["startedAt"] = now
+    return status
+
+
 def not_ready(status: dict[str, Any]) -> dict[str, Any]:
     status = json.loads(json.dumps(status))
     for item in status.get("conditions", []):
@@ -339,14 +713,18 @@ class Fleet:
     state changes the driver makes to them.
 
     Every workload has what a real one has: its PathwaysJob, JobSet, pods, the JobSet's child
-    Jobs and Kueue's Workload. ``SHARES`` of them wait in Kueue's queue through the steady window,
-    end in a user error or end disrupted; the rest succeed. Both contenders wait on the same
-    fleet: ours on the PathwaysJobs, the anchor on their head Jobs.
+    Jobs and Kueue's Workload; its pods bound to its own TPU hosts (``hosts``), and the Events
+    recorded about all of them. ``SHARES`` of them wait in Kueue's queue through the steady
+    window, end in a user error or end disrupted; the rest succeed. Both contenders wait on the
+    same fleet: ours on the PathwaysJobs, the anchor on their head Jobs.
     """
 
-    def __init__(self, cluster: Any, templates: dict[str, Any], namespace: str, count: int, kind: str, rng: random.Random):
+    def __init__(
+        self, cluster: Any, templates: dict[str, Any], hosts: SliceHosts, namespace: str, count: int, kind: str, rng: random.Random
+    ):
         self.cluster = cluster
         self.templates = templates
+        self.hosts = hosts
         self.namespace = namespace
         self.kind = kind
         self.names = [f"w{i:05d}" for i in range(count)]
@@ -359,6 +737,8 @@ class Fleet:
         self.k_pod = kinds.lookup("", "v1", "pods")
         self.k_job = kinds.lookup("batch", "v1", "jobs")
         self.k_kueue = kinds.lookup("kueue.x-k8s.io", "v1beta2", "workloads")
+        self.k_event = kinds.lookup("", "v1", "events")
+        self.events_made = 0
         self.pods: dict[str, list[dict[str, Any]]] = {}
         self.kueue_names: dict[str, str] = {}
         self.finished_at: dict[str, float] = {}
@@ -400,19 +780,20 @@ class Fleet:
 
     def _create_one(self, name: str) -> None:
         store, ns, now = self.cluster.store, self.namespace, self.cluster.clock.timestamp()
-        store.create(self.k_pathwaysjob, renamed(self.templates["pathwaysjob"], name, ns), namespace=ns)
+        made: dict[tuple[str, str], dict[str, Any]] = {}  # what its controller events are about, by (kind, name)
+        made[("PathwaysJob", name)] = store.create(self.k_pathwaysjob, renamed(self.templates["pathwaysjob"], name, ns), namespace=ns)
         jobset = renamed(self.templates["jobset"], name, ns)
         created = store.create(self.k_jobset, jobset, namespace=ns)
         running_status = jobset["status"]
         created["status"] = {"restarts": 0, "conditions": [c for c in running_status.get("conditions", []) if c["type"].startswith("StartupPolicyInProgress")]}
-        store.write_status(self.k_jobset, created)
+        made[("JobSet", name)] = store.write_status(self.k_jobset, created)
         uid = created["metadata"]["uid"]
         for template in self.templates["jobs"]:
             job = renamed(template, name, ns)
             for ref in job["metadata"].get("ownerReferences") or ():
                 ref["uid"] = uid
             stored = store.create(self.k_job, job, namespace=ns)
-            store.write_status(self.k_job, dict(stored, status={"active": 1, "ready": 0, "startTime": now}))
+            made[("Job", job["metadata"]["name"])] = store.write_status(self.k_job, dict(stored, status={"active": 1, "ready": 0, "startTime": now}))
         kueue = renamed(self.templates["kueue_workload"], name, ns)
         for ref in kueue["metadata"].get("ownerReferences") or ():
             ref["uid"] = uid
@@ -422,16 +803,51 @@ class Fleet:
         admitted = self.templates["kueue_workload"]["status"]
         if name in self.queued:
             admitted = self.kueue.pending_status(admitted, "Pending", "couldn't assign flavors to pod set worker: insufficient unused quota", now)
-        store.write_status(self.k_kueue, dict(stored, status=admitted))
+        made[("Workload", self.kueue_names[name])] = store.write_status(self.k_kueue, dict(stored, status=admitted))
         pods = []
+        pod_names = {}
         for template in self.templates["pods"]:
             pod = renamed(template, name, ns)
             pod["metadata"]["name"] = pod["metadata"]["name"].rsplit("-", 1)[0] + f"-{random.randrange(36**5):05x}"
+            pod["spec"]["nodeName"] = self.hosts.node_for(name, template["spec"]["nodeName"])
             stored = store.create(self.k_pod, pod, namespace=ns)
-            stored = dict(stored, status=pending_pod_status(template))
-            store.write_status(self.k_pod, stored)
+            stored = store.write_status(self.k_pod, dict(stored, status=pending_pod_status(template)))
             pods.append({"name": stored["metadata"]["name"], "running": renamed(template, name, ns)["status"]})
+            pod_names[template["metadata"]["name"]] = stored["metadata"]["name"]
+            self._record_pod_events(stored)
         self.pods[name] = pods
+        self._record_controller_events(name, made, pod_names)
+
+    def _record_pod_events(self, pod: dict[str, Any]) -> None:
+        """What the scheduler and the kubelet record about a pod as it is bound and started."""
+        clock, node = self.cluster.clock, pod["spec"]["nodeName"]
+        nanos = int(clock.now() * 1e9)
+        self._create_events([scheduled_event(pod, node, clock.now(), nanos), *kubelet_events(pod, node, clock.timestamp(), nanos + 1)])
+
+    def _record_controller_events(self, name: str, made: dict[tuple[str, str], dict[str, Any]], pod_names: dict[str, str]) -> None:
+        """The template's controller events, about this workload's own objects (their uids), now."""
+        now = self.cluster.clock.timestamp()
+        events = []
+        for template in self.templates["events"]:
+            text = json.dumps(template)
+            for template_pod, pod in pod_names.items():
+                text = text.replace(template_pod, pod)
+            event = renamed(json.loads(text), name, self.namespace)
+            event["message"] = event.get("message", "").replace("default/", f"{self.namespace}/")  # "Created Workload: <ns>/<name>"
+            involved = event["involvedObject"]
+            target = made.get((involved.get("kind", ""), involved.get("name", "")))
+            involved["uid"] = target["metadata"]["uid"] if target else None
+            involved["resourceVersion"] = target["metadata"].get("resourceVersion") if target else None
+            for field in ("firstTimestamp", "lastTimestamp"):
+                if event.get(field):
+                    event[field] = now
+            events.append(event)
+        self._create_events(events)
+
+    def _create_events(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            self.cluster.store.create(self.k_event, event, namespace=self.namespace)
+        self.events_made += len(events)
 
     # state changes, each on the cluster's loop
     def change(self, name: str) -> None:
@@ -446,6 +862,7 @@ class Fleet:
         pods = self.pods[name]
         if state == "pending":
             for pod in pods:
+                pod["running"] = started_at(pod["running"], now)
                 current = store.get(self.k_pod, self.namespace, pod["name"])
                 store.write_status(self.k_pod, dict(current, status=pod["running"]))
             jobset = store.get(self.k_jobset, self.namespace, name)
@@ -468,6 +885,9 @@ class Fleet:
         ending = self.ending[name]
         pods = self.pods[name]
         head_pod, worker_pod = self.pod(name, "pathways-head"), self.pod(name, "worker")
+        if self.state[name] == "pending":  # it ends without the window having started it: it started now
+            for pod in pods:
+                pod["running"] = started_at(pod["running"], now)
         for pod in pods:
             current = store.get(self.k_pod, ns, pod["name"])
             code = 1 if ending == "failing" and pod is head_pod else (143 if ending == "disrupted" and pod is worker_pod else 0)
@@ -530,12 +950,169 @@ class Fleet:
 # --- one contender --------------------------------------------------------------------------
 
 
-def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str, poll: float, args: argparse.Namespace, count: int) -> dict[str, Any]:
+START_TIMEOUT = 120.0
+"""Seconds a triggerer has to start its N waits, and then for every wait to reach the API once."""
+
+
+@dataclass
+class Setup:
+    """What every run shares: the cluster, the template workload, the fleet's hosts, the one-CA
+    kubeconfig both contenders' connection names and the one CA their processes trust."""
+
+    cluster: Any
+    templates: dict[str, Any]
+    hosts: SliceHosts
+    kubeconfig: str
+    trust: dict[str, str]
+    """The triggerer processes' OpenSSL trust (:func:`trust_environment`)."""
+
+
+@dataclass
+class Timeline:
+    """What the driver saw of one run: the API server's request counts at each mark and the
+    windows' lengths."""
+
+    counts_before: dict[str, int]
+    counts_after: dict[str, int]
+    counts_drained: dict[str, int]
+    steady_seconds: float
+    finish_seconds: float
+    changes: int
+
+
+class TriggererProcess:
+    """One contender's triggerer process: marks go to its stdin, its lines come back."""
+
+    def __init__(self, command: list[str], env: dict[str, str], label: str):
+        self.label = label
+        self.child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        reader = threading.Thread(target=lambda: self.lines.extend(iter(self.child.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+
+    def send(self, line: str) -> None:
+        self.child.stdin.write(line + "\n")  # type: ignore[union-attr]
+        self.child.stdin.flush()  # type: ignore[union-attr]
+
+    def wait_line(self, word: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(line.strip() == word for line in self.lines):
+                return True
+            if self.child.poll() is not None:
+                raise RuntimeError(f"the {self.label} triggerer exited with {self.child.returncode}")
+            time.sleep(0.02)
+        return False
+
+    def close(self) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+
+
+def triggerer_environment(setup: Setup, workdir: Path, args: argparse.Namespace, label: str, count: int) -> dict[str, str]:
+    """The triggerer's environment: its ``kubernetes_default`` connection and ``KUBECONFIG`` name
+    the one-CA kubeconfig and OpenSSL trusts that CA alone, whichever contender it runs."""
+    env = dict(os.environ)
+    env[CONN_ENV] = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": setup.kubeconfig}})
+    env["KUBECONFIG"] = setup.kubeconfig
+    env.update(setup.trust)
+    env.setdefault("AIRFLOW_HOME", str(workdir / "airflow-home"))
+    env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    if args.gc_freeze:
+        env["AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC"] = "True"
+    if args.tracemalloc:
+        Path(args.tracemalloc).mkdir(parents=True, exist_ok=True)
+        env["TRIGGERER_SCALE_TRACEMALLOC"] = str(Path(args.tracemalloc, f"{label}-{count}-memory.txt"))
+    return env
+
+
+def warm_up(cluster: Any, process: TriggererProcess, kind: str, count: int, counts_start: dict[str, int], warmup: float) -> None:
+    """Until every wait has reached the API once (ours: its shared watches are open; the anchor:
+    one status read per Job), then ``warmup`` seconds more."""
+    if not process.wait_line("started", START_TIMEOUT):
+        raise RuntimeError(f"the {process.label} triggerer did not start its {count} waits in {START_TIMEOUT:.0f} s")
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        counts = cluster.request_counts
+        if kind == "job" and counts.get("GET", 0) - counts_start.get("GET", 0) >= count:
+            break
+        if kind != "job" and counts.get("watch", 0) - counts_start.get("watch", 0) >= 4:
+            break
+        time.sleep(0.05)
+    time.sleep(warmup)
+
+
+def steady_window(cluster: Any, fleet: Fleet, rng: random.Random, args: argparse.Namespace, count: int) -> tuple[int, float]:
+    """Random non-final changes, Poisson at one per workload every ``--change-every`` s; returns
+    how many were made and the window's length."""
+    started = time.monotonic()
+    rate = count / args.change_every
+    due: list[float] = []
+    moment = rng.expovariate(rate)
+    while moment < args.window:
+        due.append(moment)
+        moment += rng.expovariate(rate)
+    changes = 0
+    while True:
+        now = time.monotonic() - started
+        ready = [t for t in due[changes:] if t <= now]
+        if ready:
+            picks = [rng.choice(fleet.names) for _ in ready]
+            cluster.call(lambda p=picks: [fleet.change(n) for n in p])
+            changes += len(ready)
+        if now >= args.window:
+            break
+        time.sleep(0.01)
+    return changes, time.monotonic() - started
+
+
+def finish_window(cluster: Any, fleet: Fleet, rng: random.Random, finish: float) -> None:
+    """Every workload ends at a uniformly random moment of ``finish`` seconds."""
+    finish_times = sorted((rng.uniform(0, finish), name) for name in fleet.names)
+    started = time.monotonic()
+    index = 0
+    while index < len(finish_times):
+        now = time.monotonic() - started
+        batch = []
+        while index < len(finish_times) and finish_times[index][0] <= now:
+            batch.append(finish_times[index][1])
+            index += 1
+        if batch:
+            cluster.call(lambda b=batch: [fleet.finish(n) for n in b])
+        time.sleep(0.005)
+
+
+def drive(cluster: Any, process: TriggererProcess, fleet: Fleet, kind: str, poll: float, args: argparse.Namespace, count: int, label: str) -> Timeline:
+    """Warm-up, steady window, finish window and drain, with the triggerer told each mark."""
+    rng = random.Random(f"{label}-{count}")
+    warm_up(cluster, process, kind, count, cluster.request_counts, args.warmup)
+    counts_before = cluster.request_counts
+    process.send("mark steady")
+    changes, steady_seconds = steady_window(cluster, fleet, rng, args, count)
+    counts_after = cluster.request_counts
+    process.send("mark finish")
+    started = time.monotonic()
+    finish_window(cluster, fleet, rng, args.finish)
+    # The finish window lasts until the last wait reports, or the drain runs out: the failure
+    # verdicts that settle after the last write are its load too.
+    process.wait_line("done", poll + args.drain)  # which waits reported is read from the triggerer's own record
+    counts_drained = cluster.request_counts
+    process.send("mark drained")
+    finish_seconds = time.monotonic() - started
+    process.send("stop")
+    process.child.wait(timeout=120)
+    return Timeline(counts_before, counts_after, counts_drained, steady_seconds, finish_seconds, changes)
+
+
+def run_contender(setup: Setup, label: str, kind: str, poll: float, args: argparse.Namespace, count: int) -> dict[str, Any]:
+    cluster = setup.cluster
     namespace = f"bench-{label}-{count}"
     namespaces = cluster.kinds.lookup("", "v1", "namespaces")
     cluster.call(lambda: cluster.store.create(namespaces, {"metadata": {"name": namespace}}))
-    fleet = Fleet(cluster, templates, namespace, count, kind, random.Random(f"fleet-{count}"))  # the same fleet for every contender
+    fleet = Fleet(cluster, setup.templates, setup.hosts, namespace, count, kind, random.Random(f"fleet-{count}"))  # the same fleet for every contender
     began = time.monotonic()
+    nodes = setup.hosts.ensure(fleet.names)
     fleet.create()
     setup_seconds = time.monotonic() - began
     workdir = Path(tempfile.mkdtemp(prefix="triggerer-scale-"))
@@ -549,154 +1126,137 @@ def run_contender(cluster: Any, templates: dict[str, Any], label: str, kind: str
         "triggers": fleet.triggers(poll),
     }
     (workdir / "spec.json").write_text(json.dumps(spec))
-    env = dict(os.environ)
-    env[CONN_ENV] = json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": cluster.kubeconfig}})
-    env["KUBECONFIG"] = cluster.kubeconfig
-    env.setdefault("AIRFLOW_HOME", str(workdir / "airflow-home"))
-    env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     command = [sys.executable, __file__, "--triggerer", str(workdir / "spec.json"), str(workdir / "out.json")]
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         command += ["--profile", str(Path(args.profile, f"{label}-{count}"))]
-    if args.gc_freeze:
-        env["AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC"] = "True"
-    if args.tracemalloc:
-        Path(args.tracemalloc).mkdir(parents=True, exist_ok=True)
-        env["TRIGGERER_SCALE_TRACEMALLOC"] = str(Path(args.tracemalloc, f"{label}-{count}-memory.txt"))
-    child = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(child.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-
-    def send(line: str) -> None:
-        child.stdin.write(line + "\n")  # type: ignore[union-attr]
-        child.stdin.flush()  # type: ignore[union-attr]
-
-    def wait_line(word: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(line.strip() == word for line in lines):
-                return True
-            if child.poll() is not None:
-                raise RuntimeError(f"the {label} triggerer exited with {child.returncode}")
-            time.sleep(0.02)
-        return False
-
-    rng = random.Random(f"{label}-{count}")
+    process = TriggererProcess(command, triggerer_environment(setup, workdir, args, label, count), label)
     try:
-        counts_start = cluster.request_counts
-        if not wait_line("started", 120):
-            raise RuntimeError(f"the {label} triggerer did not start")
-        # Warm-up: every wait has reached the API once (ours: its shared watches are open; the
-        # anchor: one status read per Job), then --warmup seconds more.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            counts = cluster.request_counts
-            if kind == "job" and counts.get("GET", 0) - counts_start.get("GET", 0) >= count:
-                break
-            if kind != "job" and counts.get("watch", 0) - counts_start.get("watch", 0) >= 4:
-                break
-            time.sleep(0.05)
-        time.sleep(args.warmup)
-
-        # steady window: random non-final changes
-        counts_before = cluster.request_counts
-        send("mark steady")
-        started = time.monotonic()
-        rate = count / args.change_every
-        due: list[float] = []
-        moment = rng.expovariate(rate)
-        while moment < args.window:
-            due.append(moment)
-            moment += rng.expovariate(rate)
-        changes = 0
-        while True:
-            now = time.monotonic() - started
-            ready = [t for t in due[changes:] if t <= now]
-            if ready:
-                picks = [rng.choice(fleet.names) for _ in ready]
-                cluster.call(lambda p=picks: [fleet.change(n) for n in p])
-                changes += len(ready)
-            if now >= args.window:
-                break
-            time.sleep(0.01)
-        steady_seconds = time.monotonic() - started
-        counts_after = cluster.request_counts
-        send("mark finish")
-
-        # finish window: every workload finishes at a random time
-        finish_times = sorted((rng.uniform(0, args.finish), name) for name in fleet.names)
-        started = time.monotonic()
-        index = 0
-        while index < len(finish_times):
-            now = time.monotonic() - started
-            batch = []
-            while index < len(finish_times) and finish_times[index][0] <= now:
-                batch.append(finish_times[index][1])
-                index += 1
-            if batch:
-                cluster.call(lambda b=batch: [fleet.finish(n) for n in b])
-            time.sleep(0.005)
-        all_events = wait_line("done", poll + args.drain)
-        send("stop")
-        child.wait(timeout=120)
+        timeline = drive(cluster, process, fleet, kind, poll, args, count, label)
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        process.close()
     out = json.loads((workdir / "out.json").read_text())
-    window_requests = {k: counts_after.get(k, 0) - counts_before.get(k, 0) for k in set(counts_after) | set(counts_before)}
-    requests = sum(window_requests.values())
-    marks = out["marks"]
-    cpu = marks["finish"]["cpu"] - marks["steady"]["cpu"]
-    wall = marks["finish"]["time"] - marks["steady"]["time"]
-    events = {n: out["events"][fleet.head_job(n) if kind == "job" else n] for n in fleet.names if (fleet.head_job(n) if kind == "job" else n) in out["events"]}
-    latencies = [events[n]["time"] - t for n, t in fleet.finished_at.items() if n in events]
-    watch_events = marks["finish"]["watch_events"] - marks["steady"]["watch_events"]
-    full_collections = {p: c.get("2", {}) for p, c in out["collections"].items()}
-    steady_stalls = [out["stalls"][p] for p in ("steady", "finish") if p in out["stalls"]]
-    start_stall = out["stalls"].get("start", {}).get("max", 0.0)
-    peak = out["peak_rss_kb"]
-    return {
+    row = {
         "contender": label,
         "waits": count,
         "poll_interval_s": poll if kind == "job" else None,
+        "ca": CA_SETUP,
         "setup_seconds": round(setup_seconds, 1),
-        "steady_window_s": round(steady_seconds, 1),
-        "state_changes_in_window": changes,
-        "requests_in_window": requests,
-        "requests_by_verb": dict(sorted(window_requests.items())),
-        "requests_per_s": round(requests / steady_seconds, 2),
-        "cpu_s_per_min": round(cpu / wall * 60, 2),
+        "side_objects": {"nodes": nodes, "events_in_namespace": fleet.events_made},
+    }
+    row.update(window_figures(out, timeline, count))
+    row.update(wait_figures(out, fleet, kind))
+    return row
+
+
+def difference(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(after) | set(before))}
+
+
+def window_cpu(marks: dict[str, dict[str, float]], start: str, end: str) -> float:
+    """The triggerer's CPU seconds per minute of wall time between two marks."""
+    return (marks[end]["cpu"] - marks[start]["cpu"]) / (marks[end]["time"] - marks[start]["time"]) * 60
+
+
+def ssl_figures(contexts: dict[str, float] | None) -> dict[str, Any]:
+    contexts = contexts or {"built": 0, "seconds": 0.0, "ca_certificates": 0}
+    built = int(contexts["built"])
+    return {
+        "built": built,
+        "mean_ms": round(contexts["seconds"] / built * 1000, 2) if built else None,
+        "ca_certificates": int(contexts["ca_certificates"]),
+    }
+
+
+def window_figures(out: dict[str, Any], timeline: Timeline, count: int) -> dict[str, Any]:
+    """Requests, CPU, memory, stalls and collections, by window."""
+    marks = out["marks"]
+    steady_requests = difference(timeline.counts_after, timeline.counts_before)
+    finish_requests = difference(timeline.counts_drained, timeline.counts_after)
+    watch_events = marks["finish"]["watch_events"] - marks["steady"]["watch_events"]
+    cpu = marks["finish"]["cpu"] - marks["steady"]["cpu"]
+    baseline = out["baseline_rss_kb"]
+    finish_peak = out["rss_peaks_kb"].get("finish", marks["drained"]["rss_kb"])
+    full_collections = {p: c.get("2", {}) for p, c in out["collections"].items()}
+    window_stalls = [out["stalls"][p] for p in ("steady", "finish") if p in out["stalls"]]
+    peak = out["peak_rss_kb"]
+    return {
+        "steady_window_s": round(timeline.steady_seconds, 1),
+        "state_changes_in_window": timeline.changes,
+        "requests_in_window": sum(steady_requests.values()),
+        "requests_by_verb": steady_requests,
+        "requests_per_s": round(sum(steady_requests.values()) / timeline.steady_seconds, 2),
+        "cpu_s_per_min": round(window_cpu(marks, "steady", "finish"), 2),
+        "finish_window_s": round(timeline.finish_seconds, 1),
+        "finish_requests": sum(finish_requests.values()),
+        "finish_requests_by_verb": finish_requests,
+        "finish_requests_per_s": round(sum(finish_requests.values()) / timeline.finish_seconds, 2),
+        "finish_cpu_s_per_min": round(window_cpu(marks, "finish", "drained"), 2),
         "import_seconds": round(out["import_seconds"], 2),
-        "baseline_rss_mb": round(out["baseline_rss_kb"] / 1024, 1),
+        "baseline_rss_mb": round(baseline / 1024, 1),
         "peak_rss_mb": round(peak / 1024, 1),
-        "rss_kb_per_wait": round((peak - out["baseline_rss_kb"]) / count, 1),
+        "rss_kb_per_wait": round((peak - baseline) / count, 1),
         "steady_rss_mb": round(marks["finish"]["rss_kb"] / 1024, 1),
-        "events": len(out["events"]),
-        "all_events_received": all_events,
-        "unexpected_events": sum(1 for n, e in events.items() if (e["status"] if kind == "job" else e["phase"]) not in fleet.expected(n)),
-        "endings": {ending: sum(1 for e in fleet.ending.values() if e == ending) for ending in ("succeeding", "failing", "disrupted")},
-        "queued_in_window": len(fleet.queued),
-        "reaction_by_ending": {
-            ending: {"p50_s": round(percentile(v, 0.5), 3), "max_s": round(max(v), 3)}
-            for ending in ("succeeding", "failing", "disrupted")
-            if (v := [events[n]["time"] - t for n, t in fleet.finished_at.items() if n in events and fleet.ending[n] == ending])
-        },
-        "reaction_p50_s": round(percentile(latencies, 0.5), 3),
-        "reaction_p99_s": round(percentile(latencies, 0.99), 3),
-        "reaction_max_s": round(max(latencies), 3) if latencies else None,
-        "max_stall_ms": round(max((s["max"] for s in steady_stalls), default=0.0) * 1000, 1),
-        "stalls_over_100ms": sum(s["over_100ms"] for s in steady_stalls),
-        "startup_max_stall_ms": round(start_stall * 1000, 1),
+        "steady_rss_kb_per_wait": round((marks["finish"]["rss_kb"] - baseline) / count, 1),
+        "finish_peak_rss_mb": round(finish_peak / 1024, 1),
+        "finish_peak_rss_kb_per_wait": round((finish_peak - baseline) / count, 1),
+        "max_stall_ms": round(max((s["max"] for s in window_stalls), default=0.0) * 1000, 1),
+        "stalls_over_100ms": sum(s["over_100ms"] for s in window_stalls),
+        "startup_max_stall_ms": round(out["stalls"].get("start", {}).get("max", 0.0) * 1000, 1),
         "watch_events_in_window": watch_events,
         "cpu_us_per_watch_event": round(cpu / watch_events * 1e6, 1) if watch_events else None,
         "full_gc": {p: {"count": c.get("count", 0), "max_ms": round(c.get("max", 0.0) * 1000, 1)} for p, c in full_collections.items()},
         "max_full_gc_ms_in_windows": round(max((full_collections.get(p, {}).get("max", 0.0) for p in ("steady", "finish")), default=0.0) * 1000, 1),
+        "ssl_contexts": {p: ssl_figures(out["ssl_contexts"].get(p)) for p in ("steady", "finish")},
     }
+
+
+UNREPORTED_NAMED = 5
+"""How many of the waits that never reported a row names (it counts them all)."""
+
+
+def wait_figures(out: dict[str, Any], fleet: Fleet, kind: str) -> dict[str, Any]:
+    """Which waits reported, what, and how fast: every wait is accounted for."""
+    key = {n: fleet.head_job(n) if kind == "job" else n for n in fleet.names}
+    events = {n: out["events"][key[n]] for n in fleet.names if key[n] in out["events"]}
+    unreported = [n for n in fleet.names if n not in events]
+    raised = {n: out["raised"][key[n]] for n in unreported if key[n] in out["raised"]}
+    latencies = {n: events[n]["time"] - t for n, t in fleet.finished_at.items() if n in events}
+    by_ending = {}
+    for ending in ENDINGS:
+        names = [n for n in fleet.names if fleet.ending[n] == ending]
+        values = [latencies[n] for n in names if n in latencies]
+        by_ending[ending] = {
+            "waits": len(names),
+            "unreported": sum(1 for n in names if n not in events),
+            "p50_s": round(percentile(values, 0.5), 3) if values else None,
+            "p99_s": round(percentile(values, 0.99), 3) if values else None,
+            "max_s": round(max(values), 3) if values else None,
+        }
+    values = list(latencies.values())
+    return {
+        "events": len(events),
+        "reported": len(events),
+        "unreported": len(unreported),
+        "unreported_names": unreported[:UNREPORTED_NAMED],
+        "unreported_raised": dict(list(raised.items())[:UNREPORTED_NAMED]),
+        "unreported_raised_count": len(raised),
+        "all_events_received": not unreported,
+        "unexpected_events": sum(1 for n, e in events.items() if (e["status"] if kind == "job" else e["phase"]) not in fleet.expected(n)),
+        "endings": {ending: sum(1 for e in fleet.ending.values() if e == ending) for ending in ENDINGS},
+        "queued_in_window": len(fleet.queued),
+        "reaction_by_ending": by_ending,
+        "reaction_p50_s": round(percentile(values, 0.5), 3) if values else None,
+        "reaction_p99_s": round(percentile(values, 0.99), 3) if values else None,
+        "reaction_max_s": round(max(values), 3) if values else None,
+    }
+
+
+# --- ratios and targets ---------------------------------------------------------------------
+
+
+def fraction(ours: float | None, anchor: float | None) -> float | None:
+    return round(ours / anchor, 3) if ours is not None and anchor else None
 
 
 def ratios(ours: dict[str, Any], anchor: dict[str, Any], window: float) -> dict[str, Any]:
@@ -705,48 +1265,118 @@ def ratios(ours: dict[str, Any], anchor: dict[str, Any], window: float) -> dict[
         "anchor": anchor["contender"],
         "fewer_requests_x": round(anchor["requests_per_s"] / max(ours["requests_per_s"], floor), 1),
         "requests_ratio_is_lower_bound": ours["requests_in_window"] == 0,
-        "cpu_fraction": round(ours["cpu_s_per_min"] / anchor["cpu_s_per_min"], 3) if anchor["cpu_s_per_min"] else None,
-        "rss_per_wait_fraction": round(ours["rss_kb_per_wait"] / anchor["rss_kb_per_wait"], 3) if anchor["rss_kb_per_wait"] > 0 else None,
-        "reaction_p99_fraction": round(ours["reaction_p99_s"] / anchor["reaction_p99_s"], 3) if anchor["reaction_p99_s"] else None,
+        "cpu_fraction": fraction(ours["cpu_s_per_min"], anchor["cpu_s_per_min"]),
+        "finish_cpu_fraction": fraction(ours["finish_cpu_s_per_min"], anchor["finish_cpu_s_per_min"]),
+        "finish_requests_fraction": fraction(ours["finish_requests_per_s"], anchor["finish_requests_per_s"]),
+        "rss_per_wait_fraction": fraction(ours["rss_kb_per_wait"], anchor["rss_kb_per_wait"] if anchor["rss_kb_per_wait"] > 0 else None),
+        "steady_rss_per_wait_fraction": fraction(
+            ours["steady_rss_kb_per_wait"], anchor["steady_rss_kb_per_wait"] if anchor["steady_rss_kb_per_wait"] > 0 else None
+        ),
+        "reaction_p99_fraction": fraction(ours["reaction_p99_s"], anchor["reaction_p99_s"]),
     }
 
 
-def targets(ours: dict[str, Any], anchor10: dict[str, Any] | None, window: float) -> dict[str, Any]:
-    result = {
-        "p99_reaction_le_1s": ours["reaction_p99_s"] <= 1.0,
-        "rss_le_50kb_per_wait": ours["rss_kb_per_wait"] <= 50,
-        "no_stall_over_100ms": ours["max_stall_ms"] <= 100,
+def target(measured: float | None, limit: float | None, unit: str, stated_at: int, failed: str | None, **details: Any) -> dict[str, Any]:
+    """One target: measured against its limit (lower is better for every one here). ``margin``
+    is ``limit - measured`` in ``unit``: positive is the headroom, negative how much it missed by.
+    A run in which some wait never reported (``failed``) misses it whatever was measured."""
+    known = measured is not None and limit is not None
+    result: dict[str, Any] = {
+        "measured": measured,
+        "limit": limit,
+        "unit": unit,
+        "stated_at_waits": stated_at,
+        "met": (measured <= limit and failed is None) if known else (False if failed else None),  # type: ignore[operator]
+        "margin": round(limit - measured, 3) if known else None,  # type: ignore[operator]
+        "margin_of_limit": round((limit - measured) / limit, 3) if known and limit else None,  # type: ignore[operator]
     }
-    if anchor10:
-        r = ratios(ours, anchor10, window)
-        result["requests_20x_fewer_than_anchor_10s"] = r["fewer_requests_x"] >= 20
-        result["cpu_le_fifth_of_anchor_10s"] = r["cpu_fraction"] is not None and r["cpu_fraction"] <= 0.2
+    if failed:
+        result["missed_because"] = failed
+    elif not known:
+        result["not_measured"] = details.pop("why", "not measured in this run")
+    result.update(details)
     return result
+
+
+def run_failure(rows: list[dict[str, Any]]) -> str | None:
+    """Why the run at this N failed, if a wait of any contender never reported."""
+    lost = [f"{r['unreported']} of {r['contender']}'s {r['waits']} waits never reported ({', '.join(r['unreported_names'])}…)" for r in rows if r["unreported"]]
+    return "; ".join(lost) or None
+
+
+def targets(ours: dict[str, Any], anchor10: dict[str, Any] | None, failed: str | None) -> dict[str, Any]:
+    """Issue 30's targets for one N, each measured, against its limit, met or not, with its margin."""
+    no_anchor = "no anchor at its default 10 s poll in this run"
+    reactions = {e: v["p99_s"] for e, v in ours["reaction_by_ending"].items() if e != SETTLING_ENDING}
+    known = [v for v in reactions.values() if v is not None]
+    ratio = fraction(ours["cpu_s_per_min"], anchor10["cpu_s_per_min"]) if anchor10 else None
+    return {
+        "no_stall_over_100ms_startup_included": target(
+            max(ours["max_stall_ms"], ours["startup_max_stall_ms"]), 100.0, "ms", 10_000, failed,
+            windows_ms=ours["max_stall_ms"], startup_ms=ours["startup_max_stall_ms"],
+        ),
+        "p99_reaction_le_1s_except_user_error": target(
+            max(known) if known else None, 1.0, "s", 10_000, failed, by_ending_p99_s=reactions,
+            user_error_p99_s=ours["reaction_by_ending"][SETTLING_ENDING]["p99_s"],
+        ),
+        "steady_rss_le_50kb_per_wait": target(ours["steady_rss_kb_per_wait"], 50.0, "KB", 10_000, failed),
+        "finish_peak_rss_le_50kb_per_wait": target(ours["finish_peak_rss_kb_per_wait"], 50.0, "KB", 10_000, failed),
+        "steady_rss_per_wait_le_anchor": target(
+            ours["steady_rss_kb_per_wait"], anchor10["steady_rss_kb_per_wait"] if anchor10 else None, "KB", 10_000, failed, why=no_anchor,
+        ),
+        "cpu_le_100us_per_watch_event": target(ours["cpu_us_per_watch_event"], 100.0, "µs", 10_000, failed),
+        "steady_cpu_le_1_20_of_anchor": target(ratio, 0.05 if anchor10 else None, "× the anchor's", 1_000, failed, why=no_anchor),
+    }
 
 
 COLUMNS = [
     ("contender", "contender"),
     ("waits", "N"),
-    ("requests_per_s", "req/s"),
-    ("cpu_s_per_min", "CPU s/min"),
-    ("peak_rss_mb", "peak RSS MB"),
-    ("rss_kb_per_wait", "KB/wait"),
+    ("unreported", "unreported"),
+    ("requests_per_s", "req/s steady"),
+    ("finish_requests_per_s", "req/s finish"),
+    ("cpu_s_per_min", "CPU s/min steady"),
+    ("finish_cpu_s_per_min", "CPU s/min finish"),
+    ("steady_rss_kb_per_wait", "KB/wait steady"),
+    ("finish_peak_rss_kb_per_wait", "KB/wait finish peak"),
     ("reaction_p50_s", "react p50 s"),
     ("reaction_p99_s", "react p99 s"),
     ("max_stall_ms", "max stall ms"),
-    ("max_full_gc_ms_in_windows", "max full GC ms"),
     ("startup_max_stall_ms", "start-up stall ms"),
+    ("max_full_gc_ms_in_windows", "max full GC ms"),
     ("cpu_us_per_watch_event", "CPU µs/event"),
-    ("events", "events"),
+    ("ssl_ms", "SSL ms/context"),
 ]
 
 
+def table_cell(row: dict[str, Any], key: str) -> str:
+    if key == "ssl_ms":
+        steady = row["ssl_contexts"]["steady"]
+        return f"{steady['mean_ms']} ×{steady['built']}, {steady['ca_certificates']} CA" if steady["built"] else "none built"
+    return str(row[key])
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
-    cells = [[str(row[key]) for key, _ in COLUMNS] for row in rows]
+    cells = [[table_cell(row, key) for key, _ in COLUMNS] for row in rows]
     widths = [max(len(title), *(len(c[i]) for c in cells)) for i, (_, title) in enumerate(COLUMNS)]
     print("  ".join(title.ljust(w) for (_, title), w in zip(COLUMNS, widths)))
     for c in cells:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+    for row in rows:
+        if row["unreported"]:
+            print(f"  {row['contender']}: {row['unreported']} waits never reported: {', '.join(row['unreported_names'])}…")
+
+
+def print_targets(count: int, result: dict[str, Any]) -> None:
+    for name, entry in result.items():
+        if entry["met"] is None:
+            verdict = f"not measured ({entry.get('not_measured')})"
+        else:
+            verdict = "met" if entry["met"] else "MISSED"
+            verdict += f": {entry['measured']} against {entry['limit']} {entry['unit']} (margin {entry['margin']})"
+            if entry.get("missed_because"):
+                verdict += f"; the run failed: {entry['missed_because']}"
+        print(f"  target {name} (stated at N = {entry['stated_at_waits']:,}; here N = {count:,}): {verdict}")
 
 
 def main() -> int:
@@ -792,9 +1422,13 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="triggerer-scale-home-"))
     from pathways_airflow_testing import LocalCluster
 
+    ca_directory = Path(tempfile.mkdtemp(prefix="triggerer-scale-ca-"))
+    ca_pem = one_ca_certificate()
+    trust = trust_environment(*write_ca(ca_pem, ca_directory))
     report: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-        "settings": {k: getattr(args, k) for k in ("waits", "anchor_polls", "warmup", "window", "finish", "change_every", "quick", "gc_freeze")},
+        "settings": {k: getattr(args, k) for k in ("waits", "anchor_polls", "warmup", "window", "finish", "drain", "change_every", "quick", "gc_freeze")},
+        "ca": ca_setup(trust),
         "runs": [],
         "ratios": [],
         "targets": {},
@@ -802,24 +1436,36 @@ def main() -> int:
     with LocalCluster(speed=60, gcs=False, kueue=True) as cluster:
         templates = capture_templates(cluster)
         pause_controllers(cluster)
+        kubeconfig = one_ca_kubeconfig(cluster.kubeconfig, ca_pem, ca_directory)
+        setup = Setup(cluster, templates, SliceHosts(cluster, templates["pods"]), kubeconfig, trust)
         for count in args.waits:
             rows = []
             if not args.skip_ours:
-                rows.append(run_contender(cluster, templates, "ours", "pathwaysjob", 0.0, args, count))
+                rows.append(run_contender(setup, "ours", "pathwaysjob", 0.0, args, count))
             for poll in args.anchor_polls:
-                rows.append(run_contender(cluster, templates, f"anchor-{poll:g}s", "job", poll, args, count))
+                rows.append(run_contender(setup, f"anchor-{poll:g}s", "job", poll, args, count))
             report["runs"].extend(rows)
+            print_table(rows)
             ours = next((r for r in rows if r["contender"] == "ours"), None)
             if ours:
                 anchors = [r for r in rows if r is not ours]
                 report["ratios"].extend(dict(ratios(ours, a, args.window), waits=count) for a in anchors)
                 anchor10 = next((a for a in anchors if a["poll_interval_s"] == 10.0), None)
-                report["targets"][str(count)] = targets(ours, anchor10, args.window)
-            print_table(rows)
-            for r in report["ratios"]:
-                if r["waits"] == count:
-                    print(f"  vs {r['anchor']}: {r['fewer_requests_x']}x fewer requests/s, CPU x{r['cpu_fraction']}, RSS/wait x{r['rss_per_wait_fraction']}, p99 reaction x{r['reaction_p99_fraction']}")
+                report["targets"][str(count)] = targets(ours, anchor10, run_failure(rows))
+                for r in report["ratios"]:
+                    if r["waits"] == count:
+                        print(
+                            f"  vs {r['anchor']}: {r['fewer_requests_x']}x fewer requests/s, CPU x{r['cpu_fraction']} steady"
+                            f" / x{r['finish_cpu_fraction']} finish, steady RSS/wait x{r['steady_rss_per_wait_fraction']},"
+                            f" p99 reaction x{r['reaction_p99_fraction']}"
+                        )
+                print_targets(count, report["targets"][str(count)])
             print()
+    ca = report["ca"]
+    print(
+        f"CA: {ca['setup']}; one SSL context {ca['ssl_context_ms_one_ca']} ms, {ca['ca_certificates_one_ca']} CA certificate"
+        f" (with the system bundle: {ca['ssl_context_ms_system_bundle']} ms, {ca['ca_certificates_system_bundle']})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0

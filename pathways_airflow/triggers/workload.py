@@ -340,7 +340,9 @@ class PathwaysJobTrigger(KillableTrigger):
         top = wait_memory.top_of(observation)
         recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
         where = ran_on.nodes_it_ran_on(top, attempt)
-        if recorded is None and not proven and self.backend == "pathwaysjob":  # no failure policy: the head-first rule needs the counter-evidence
+        if recorded is None and not where and not proven and self.backend == "pathwaysjob":
+            # No failure policy: the head-first rule needs the counter-evidence, and with no
+            # record of where the workers ran, the scheduler's bindings are the one left.
             scheduled = await self._where_workers_were_scheduled()
             recorded = ran_on.went_down_under_it(None, attempt, nodes or [], scheduled)
             where = where or ran_on.nodes_it_ran_on(None, attempt, scheduled)

@@ -24,7 +24,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathways_airflow.resources import JOBSET as JOBSET_RESOURCE, POD
 from pathways_airflow.spec.names import TASK_KEY_LABEL, TaskIdentity
 from tests.support.connections import cluster_environment
 from tests.support.deployment import AirflowDeployment, is_running, kill_tree, wait_until
-from tests.support.workloads import labelled_workload
+from tests.support.workloads import WorkloadSampler, labelled_workload
 
 pytestmark = pytest.mark.airflow
 
@@ -68,53 +67,35 @@ def deployment(pathways_cluster, tmp_path_factory) -> Iterator[AirflowDeployment
         airflow.stop_all()
 
 
-class WorkloadSampler(threading.Thread):
-    """Lists one task's PathwaysJobs every ``interval`` seconds and remembers what it saw."""
+class TaskSampler(WorkloadSampler[str]):
+    """Lists one task's PathwaysJobs (by its task-key label) every ``interval`` seconds."""
 
     def __init__(self, cluster: Any, task_key: str, interval: float = 0.02):
-        super().__init__(daemon=True, name=f"sampler-{task_key}")
-        self.cluster = cluster
+        super().__init__(cluster, {task_key: task_key}, interval=interval, labels={TASK_KEY_LABEL: task_key})
         self.task_key = task_key
-        self.interval = interval
-        self.created: dict[str, str] = {}  # uid → name, every PathwaysJob ever seen
-        self.most_live = 0
-        self.live_now: list[str] = []
-        self.samples = 0
-        self.error: BaseException | None = None
-        self._halt = threading.Event()
 
-    def jobs(self) -> list[dict[str, Any]]:
-        return self.cluster.list(*PATHWAYSJOB, "default", labels={TASK_KEY_LABEL: self.task_key})
+    @property
+    def created(self) -> dict[str, str]:
+        """uid → name of every PathwaysJob ever seen."""
+        return self.created_by[self.task_key]
 
-    def run(self) -> None:
-        try:
-            while not self._halt.is_set():
-                jobs = self.jobs()
-                live = [j["metadata"]["name"] for j in jobs if not j["metadata"].get("deletionTimestamp")]
-                for job in jobs:
-                    self.created.setdefault(job["metadata"]["uid"], job["metadata"]["name"])
-                self.live_now = live
-                self.most_live = max(self.most_live, len(live))
-                self.samples += 1
-                self._halt.wait(self.interval)
-        except BaseException as error:  # surfaced by stop()
-            self.error = error
+    @property
+    def most_live(self) -> int:
+        return self.most_live_by[self.task_key]
 
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=10)
-        if self.error is not None:
-            raise self.error
+    @property
+    def live_now(self) -> list[str]:
+        return self.live_by.get(self.task_key, [])
 
     def summary(self) -> str:
         return f"{self.samples} samples; created {sorted(self.created.values())}; at most {self.most_live} live; live now {self.live_now}"
 
 
 @contextlib.contextmanager
-def scenario(deployment: AirflowDeployment, cluster: Any, name: str) -> Iterator[tuple[str, WorkloadSampler]]:
+def scenario(deployment: AirflowDeployment, cluster: Any, name: str) -> Iterator[tuple[str, TaskSampler]]:
     """A fresh DAG run id and a sampler on its task key; component logs printed if the body fails."""
     run_id = f"{name}-{uuid.uuid4().hex[:8]}"
-    sampler = WorkloadSampler(cluster, TaskIdentity(DAG_ID, TASK_ID, run_id).key)
+    sampler = TaskSampler(cluster, TaskIdentity(DAG_ID, TASK_ID, run_id).key)
     sampler.start()
     started = time.monotonic()
     try:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import threading
 import time
 import uuid
 from collections import Counter
@@ -40,6 +39,7 @@ from tests.support import postgres
 from tests.support.connections import cluster_environment
 from tests.support.deployment import AirflowDeployment, DeploymentError, wait_until
 from tests.support.gcs import gcs_bucket
+from tests.support.workloads import WorkloadSampler
 
 pytestmark = [
     pytest.mark.airflow,
@@ -115,48 +115,9 @@ def start_triggerer(airflow: AirflowDeployment, name: str) -> int:
 # --- watching the fleet -------------------------------------------------------------------------------
 
 
-class FleetSampler(threading.Thread):
-    """Lists the fleet's PathwaysJobs every ``interval`` s: per task key, the workloads ever
-    created (uid → name), the most live at once, and the live ones now."""
-
-    def __init__(self, cluster: Any, run_id: str, waits: int, interval: float = 0.1):
-        super().__init__(daemon=True, name=f"fleet-{run_id}")
-        self.cluster = cluster
-        self.keys = {TaskIdentity(DAG_ID, TASK_ID, run_id, i).key: i for i in range(waits)}
-        self.interval = interval
-        self.created: dict[int, dict[str, str]] = {i: {} for i in range(waits)}
-        self.deleting: dict[int, set[str]] = {i: set() for i in range(waits)}
-        self.most_live: Counter[int] = Counter()
-        self.live_now: dict[int, list[str]] = {}
-        self.error: BaseException | None = None
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self._halt.is_set():
-                live: dict[int, list[str]] = {}
-                for job in self.cluster.list(*PATHWAYSJOB, "default"):
-                    index = self.keys.get((job["metadata"].get("labels") or {}).get(TASK_KEY_LABEL, ""))
-                    if index is None:
-                        continue
-                    meta = job["metadata"]
-                    self.created[index].setdefault(meta["uid"], meta["name"])
-                    if meta.get("deletionTimestamp"):
-                        self.deleting[index].add(meta["uid"])
-                    else:
-                        live.setdefault(index, []).append(meta["name"])
-                for index, names in live.items():
-                    self.most_live[index] = max(self.most_live[index], len(names))
-                self.live_now = live
-                self._halt.wait(self.interval)
-        except BaseException as error:  # surfaced by stop()
-            self.error = error
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=10)
-        if self.error is not None:
-            raise self.error
+def fleet_sampler(cluster: Any, run_id: str, waits: int) -> WorkloadSampler[int]:
+    """The fleet's PathwaysJobs, every 0.1 s, by map index."""
+    return WorkloadSampler(cluster, {TaskIdentity(DAG_ID, TASK_ID, run_id, i).key: i for i in range(waits)})
 
 
 def task_instances(airflow: AirflowDeployment, run_id: str) -> dict[int, dict[str, Any]]:
@@ -194,11 +155,11 @@ def release(cluster: Any, uri: str) -> None:
 
 
 @contextlib.contextmanager
-def fleet(airflow: AirflowDeployment, cluster: Any, name: str, waits: int) -> Iterator[tuple[str, FleetSampler, str]]:
+def fleet(airflow: AirflowDeployment, cluster: Any, name: str, waits: int) -> Iterator[tuple[str, WorkloadSampler[int], str]]:
     """A fleet run of ``waits`` waits, its sampler and its gate prefix; logs printed on failure."""
     run_id = f"{name}-{uuid.uuid4().hex[:8]}"
     gate = f"{GATES}/{run_id}"
-    sampler = FleetSampler(cluster, run_id, waits)
+    sampler = fleet_sampler(cluster, run_id, waits)
     sampler.start()
     started = time.monotonic()
     try:
@@ -215,7 +176,7 @@ def fleet(airflow: AirflowDeployment, cluster: Any, name: str, waits: int) -> It
         print(f"{name}: {time.monotonic() - started:.1f}s")
 
 
-def all_deferred_and_watching(airflow: AirflowDeployment, cluster: Any, run_id: str, sampler: FleetSampler, waits: int, timeout: float) -> dict[int, dict[str, Any]]:
+def all_deferred_and_watching(airflow: AirflowDeployment, cluster: Any, run_id: str, sampler: WorkloadSampler[int], waits: int, timeout: float) -> dict[int, dict[str, Any]]:
     """Every wait deferred, its trigger assigned to a live triggerer, its workload live."""
 
     def ready() -> dict[int, dict[str, Any]] | None:
@@ -224,7 +185,7 @@ def all_deferred_and_watching(airflow: AirflowDeployment, cluster: Any, run_id: 
         ended = {i: ti["state"] for i, ti in tis.items() if ti["state"] not in ("deferred", "running", "queued", "scheduled", None)}
         if ended:
             raise DeploymentError(f"waits ended before the scenario could act: {ended}")
-        return tis if len(deferred) == waits and len(sampler.live_now) == waits else None
+        return tis if len(deferred) == waits and len(sampler.live_by) == waits else None
 
     return wait_until(f"{waits} waits deferred and assigned", ready, timeout, interval=1.0)
 
@@ -237,7 +198,7 @@ def all_ended(airflow: AirflowDeployment, run_id: str, timeout: float) -> dict[i
     return wait_until("every wait ended", ended, timeout, interval=1.0)
 
 
-def leftovers(cluster: Any, sampler: FleetSampler) -> list[str]:
+def leftovers(cluster: Any, sampler: WorkloadSampler[int]) -> list[str]:
     return [
         job["metadata"]["name"]
         for job in cluster.list(*PATHWAYSJOB, "default")
@@ -260,7 +221,7 @@ def test_a_triggerer_killed_mid_wait_costs_no_workload_and_misjudges_nothing(poo
         disrupted = [i for i in range(WAITS) if kind_of(i) == "disrupted"]
         pools = wait_until(
             "the slices of the waits to disrupt running",
-            lambda: (lambda found: found if all(found.values()) else None)({i: worker_pool(fleet_cluster, sampler.live_now[i][0]) for i in disrupted}),
+            lambda: (lambda found: found if all(found.values()) else None)({i: worker_pool(fleet_cluster, sampler.live_by[i][0]) for i in disrupted}),
             60,
         )
 
@@ -280,16 +241,16 @@ def test_a_triggerer_killed_mid_wait_costs_no_workload_and_misjudges_nothing(poo
             "every bug's task failed",
             lambda: all(task_instances(pool, run_id)[i]["state"] == "failed" for i in bugs), budget,
         )
-        wait_until("every lost slice's wait resubmitted", lambda: all(len(sampler.created[i]) == 2 for i in disrupted), budget)
+        wait_until("every lost slice's wait resubmitted", lambda: all(len(sampler.created_by[i]) == 2 for i in disrupted), budget)
         release(fleet_cluster, f"{gate}/all")
         tis = all_ended(pool, run_id, budget)
 
         states = {i: (tis[i]["state"], tis[i]["try_number"]) for i in range(WAITS)}
         expected = {i: ("failed" if kind_of(i) == "bug" else "success", 1) for i in range(WAITS)}
         assert states == expected, {i: s for i, s in states.items() if s != expected[i]}
-        created = {i: len(sampler.created[i]) for i in range(WAITS)}
+        created = {i: len(sampler.created_by[i]) for i in range(WAITS)}
         assert created == {i: 2 if kind_of(i) == "disrupted" else 1 for i in range(WAITS)}, created
-        assert max(sampler.most_live.values()) == 1, "never two live workloads for one wait"
+        assert max(sampler.most_live_by.values()) == 1, "never two live workloads for one wait"
         wait_until("every finished workload deleted", lambda: not leftovers(fleet_cluster, sampler), 60)
         print(
             f"{WAITS} waits on {len(jobs)} triggerers {dict(held)}; killed {victim} (pid tree) holding {held[jobs[victim]]}; "
@@ -318,7 +279,7 @@ def test_a_triggerer_stopped_gracefully_hands_its_waits_over_without_touching_a_
             lambda: holders(task_instances(pool, run_id)).get(jobs[leaving], 0) == 0, 60, interval=0.5,
         )
         handover = time.monotonic() - stopped_at
-        assert not any(sampler.deleting.values()), f"a graceful stop must delete no workload: {sampler.deleting}"
+        assert not any(sampler.deleting_by.values()), f"a graceful stop must delete no workload: {sampler.deleting_by}"
         release(fleet_cluster, f"{gate}/bugs")
         release(fleet_cluster, f"{gate}/all")
         tis = all_ended(pool, run_id, budget)
@@ -326,7 +287,7 @@ def test_a_triggerer_stopped_gracefully_hands_its_waits_over_without_touching_a_
         states = {i: (ti["state"], ti["try_number"]) for i, ti in tis.items()}
         expected = {i: ("failed" if kind_of(i) == "bug" else "success", 1) for i in range(waits)}
         assert states == expected, {i: s for i, s in states.items() if s != expected[i]}
-        assert {i: len(sampler.created[i]) for i in range(waits)} == {i: 1 for i in range(waits)}
+        assert {i: len(sampler.created_by[i]) for i in range(waits)} == {i: 1 for i in range(waits)}
         wait_until("every finished workload deleted", lambda: not leftovers(fleet_cluster, sampler), 60)
         print(f"{waits} waits {dict(held)}; {leaving} exited {exited:.1f}s after SIGTERM, its waits held by the other {handover:.1f}s after")
     start_triggerer(pool, leaving)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections import Counter
+from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
 
 from pathways_airflow.hooks.pathways import PathwaysHook
 from pathways_airflow.spec import TaskIdentity, build_workload, render
@@ -75,6 +76,64 @@ def labelled_workload(
     labels = identity.labels() if identity else None
     annotations = identity.annotations() if identity else None
     return hook.create(render(workload, backend=backend, name=name, namespace=namespace, labels=labels, annotations=annotations))
+
+
+K = TypeVar("K", bound=Hashable)
+PATHWAYSJOB = ("pathways-job.pathways.domain/v1", "PathwaysJob")
+
+
+class WorkloadSampler(threading.Thread, Generic[K]):
+    """Lists the PathwaysJobs of some tasks every ``interval`` seconds and remembers, per task
+    (``keys``: task key → what the test calls that task), every workload ever created (uid →
+    name), the ones seen being deleted, the most live at once and the live ones now.
+
+    ``labels`` narrows the listing (one task: its task-key label); else the namespace is listed.
+    """
+
+    def __init__(self, cluster: Any, keys: Mapping[str, K], *, interval: float = 0.1, labels: dict[str, str] | None = None):
+        super().__init__(daemon=True, name=f"sampler-{len(keys)}")
+        self.cluster = cluster
+        self.keys = dict(keys)
+        self.interval = interval
+        self.labels = labels
+        self.created_by: dict[K, dict[str, str]] = {k: {} for k in self.keys.values()}
+        self.deleting_by: dict[K, set[str]] = {k: set() for k in self.keys.values()}
+        self.most_live_by: Counter[K] = Counter()
+        self.live_by: dict[K, list[str]] = {}
+        self.samples = 0
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.cluster.list(*PATHWAYSJOB, "default", labels=self.labels)
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                live: dict[K, list[str]] = {}
+                for job in self.jobs():
+                    meta = job["metadata"]
+                    task = self.keys.get((meta.get("labels") or {}).get(TASK_KEY_LABEL, ""))
+                    if task is None:
+                        continue
+                    self.created_by[task].setdefault(meta["uid"], meta["name"])
+                    if meta.get("deletionTimestamp"):
+                        self.deleting_by[task].add(meta["uid"])
+                    else:
+                        live.setdefault(task, []).append(meta["name"])
+                for task, names in live.items():
+                    self.most_live_by[task] = max(self.most_live_by[task], len(names))
+                self.live_by = live
+                self.samples += 1
+                self._halt.wait(self.interval)
+        except BaseException as error:  # surfaced by stop()
+            self.error = error
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+        if self.error is not None:
+            raise self.error
 
 
 class LiveWorkloads:

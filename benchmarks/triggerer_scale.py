@@ -1027,11 +1027,16 @@ def triggerer_environment(setup: Setup, workdir: Path, args: argparse.Namespace,
     return env
 
 
+class DidNotStart(RuntimeError):
+    """A contender's triggerer could not start its waits within :data:`START_TIMEOUT`: a result
+    of the run (it cannot hold that many waits on this machine), recorded, not a crash of it."""
+
+
 def warm_up(cluster: Any, process: TriggererProcess, kind: str, count: int, counts_start: dict[str, int], warmup: float) -> None:
     """Until every wait has reached the API once (ours: its shared watches are open; the anchor:
     one status read per Job), then ``warmup`` seconds more."""
     if not process.wait_line("started", START_TIMEOUT):
-        raise RuntimeError(f"the {process.label} triggerer did not start its {count} waits in {START_TIMEOUT:.0f} s")
+        raise DidNotStart(f"the {process.label} triggerer did not start its {count} waits in {START_TIMEOUT:.0f} s")
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         counts = cluster.request_counts
@@ -1430,6 +1435,7 @@ def main() -> int:
         "settings": {k: getattr(args, k) for k in ("waits", "anchor_polls", "warmup", "window", "finish", "drain", "change_every", "quick", "gc_freeze")},
         "ca": ca_setup(trust),
         "runs": [],
+        "did_not_start": [],
         "ratios": [],
         "targets": {},
     }
@@ -1440,10 +1446,16 @@ def main() -> int:
         setup = Setup(cluster, templates, SliceHosts(cluster, templates["pods"]), kubeconfig, trust)
         for count in args.waits:
             rows = []
-            if not args.skip_ours:
-                rows.append(run_contender(setup, "ours", "pathwaysjob", 0.0, args, count))
-            for poll in args.anchor_polls:
-                rows.append(run_contender(setup, f"anchor-{poll:g}s", "job", poll, args, count))
+            contenders = [] if args.skip_ours else [("ours", "pathwaysjob", 0.0)]
+            contenders += [(f"anchor-{poll:g}s", "job", poll) for poll in args.anchor_polls]
+            for label, kind, poll in contenders:
+                try:
+                    rows.append(run_contender(setup, label, kind, poll, args, count))
+                except DidNotStart as error:
+                    report["did_not_start"].append({"contender": label, "waits": count, "why": str(error)})
+                    print(f"{label} at N = {count}: {error}")
+                if args.json:  # what is measured so far survives a later contender's crash
+                    Path(args.json).write_text(json.dumps({**report, "runs": [*report["runs"], *rows]}, indent=2) + "\n")
             report["runs"].extend(rows)
             print_table(rows)
             ours = next((r for r in rows if r["contender"] == "ours"), None)

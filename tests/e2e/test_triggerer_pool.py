@@ -87,7 +87,6 @@ def pool(fleet_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
             tmp_path_factory.mktemp("airflow-triggerer-pool"), [DAG_FILE], cluster_environment(fleet_cluster),
             database_url=database.url(),
         )
-        airflow.database = database  # type: ignore[attr-defined]
         try:
             airflow.migrate()
             airflow.start_all(timeout=150)

@@ -3,8 +3,9 @@
 Each component is its own process (its own session and process group, its log in a file), all
 sharing one temporary ``AIRFLOW_HOME`` configured only through ``AIRFLOW__*`` environment
 variables: LocalExecutor on SQLite (Airflow 3 accepts that pair: workers talk to the api-server's
-execution API, not to the database), the Simple auth manager with every caller an admin, and
-short heartbeat and health thresholds so that a killed component is noticed in seconds.
+execution API, not to the database) or on a given database URL (PostgreSQL, for more than one
+triggerer), the Simple auth manager with every caller an admin, and short heartbeat and health
+thresholds so that a killed component is noticed in seconds.
 
 The harness can kill any component with SIGKILL (the whole process tree, as when a pod or a
 machine dies) and start it again, find a running task's processes, and drive Airflow through its
@@ -235,9 +236,9 @@ class AirflowDeployment:
         self.components[name] = component
         return component
 
-    def start_all(self, timeout: float = 120, extra: tuple[str, ...] = ()) -> None:
-        """Every component, and ``extra`` instances (``("triggerer.2",)``), then wait until healthy."""
-        for name in (*COMPONENTS, *extra):
+    def start_all(self, timeout: float = 120) -> None:
+        """Every component, then wait until all are healthy."""
+        for name in COMPONENTS:
             self.start(name)
         self.wait_healthy(timeout=timeout)
 

@@ -54,17 +54,8 @@ JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 def deployment(pathways_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
     env = cluster_environment(pathways_cluster)
     airflow = AirflowDeployment(tmp_path_factory.mktemp("airflow-deployment"), [DAG_FILE], env)
-    try:
-        airflow.migrate()
-        airflow.start_all(timeout=150)
-        airflow.wait_for_dag(DAG_ID)
-        airflow.unpause(DAG_ID)
+    with airflow.serving(DAG_ID):
         yield airflow
-    except BaseException:
-        print(airflow.log_tails())
-        raise
-    finally:
-        airflow.stop_all()
 
 
 class TaskSampler(WorkloadSampler[str]):

@@ -87,19 +87,10 @@ def pool(fleet_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
             tmp_path_factory.mktemp("airflow-triggerer-pool"), [DAG_FILE], cluster_environment(fleet_cluster),
             database_url=database.url(),
         )
-        try:
-            airflow.migrate()
-            airflow.start_all(timeout=150)
+        with airflow.serving(DAG_ID):
             airflow.triggerer_jobs = {"triggerer": airflow.live_jobs("triggerer")[0]["id"]}  # type: ignore[attr-defined]
             start_triggerer(airflow, "triggerer.2")
-            airflow.wait_for_dag(DAG_ID)
-            airflow.unpause(DAG_ID)
             yield airflow
-        except BaseException:
-            print(airflow.log_tails())
-            raise
-        finally:
-            airflow.stop_all()
 
 
 def start_triggerer(airflow: AirflowDeployment, name: str) -> int:

@@ -15,6 +15,7 @@ instance failed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from tests.support.airflow_cli import AIRFLOW
 
@@ -235,6 +236,22 @@ class AirflowDeployment:
         component = Component(name, process, log)
         self.components[name] = component
         return component
+
+    @contextlib.contextmanager
+    def serving(self, dag_id: str, timeout: float = 150) -> Iterator["AirflowDeployment"]:
+        """Migrated, every component up, ``dag_id`` parsed and unpaused; every component's log
+        tail printed if anything in the block fails; everything stopped afterwards."""
+        try:
+            self.migrate()
+            self.start_all(timeout=timeout)
+            self.wait_for_dag(dag_id)
+            self.unpause(dag_id)
+            yield self
+        except BaseException:
+            print(self.log_tails())
+            raise
+        finally:
+            self.stop_all()
 
     def start_all(self, timeout: float = 120) -> None:
         """Every component, then wait until all are healthy."""

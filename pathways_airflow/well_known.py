@@ -20,6 +20,11 @@ RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 JOB_RESTART_ATTEMPT = "jobset.sigs.k8s.io/job-restart-attempt"  # JobSet ≥ 0.12: pkg/constants/constants.go JobRestartAttemptKey
 COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# kubernetes-sigs/jobset keps/1282-execution-attempts/README.md (ExecutionAttemptsKey; JobSet 0.13,
+# alpha feature gate ExecutionAttemptsTracking): an annotation on child Jobs and their pod
+# templates, so on pods, with the JobSet's ``status.executionAttempts`` when they were made or
+# resumed. Unlike ``restart-attempt`` it moves when Kueue suspends the JobSet and admits it again.
+EXECUTION_ATTEMPT = "jobset.sigs.k8s.io/execution-attempt"
 
 
 def jobset_selector(jobset: str) -> str:

@@ -219,6 +219,17 @@ can be megabytes (a dumped tensor, a config), and a tail goes into trigger event
 messages and the task log."""
 
 
+LOG_START_BYTES = 64 * 1024
+"""What is read of the start of a program's log to learn where it resumed: MaxText says it as it
+restores, after it has printed its configuration (one line per setting: tens of KiB)."""
+
+
+def whole_lines(body: bytes, max_bytes: int) -> list[str]:
+    """The lines of a log's first ``max_bytes``: a last line the limit cut is left out."""
+    lines = body.decode("utf-8", errors="replace").split("\n")
+    return lines[:-1] if len(body) >= max_bytes else [line for line in lines if line]
+
+
 def tail_windows(lines: int) -> Generator[int, str, list[str]]:
     """Which ``tailLines`` to ask for, until the answer holds the end of the log: a generator sent
     each answer's text, returning the tail (:func:`bounded_tail`).

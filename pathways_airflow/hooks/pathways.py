@@ -30,6 +30,7 @@ from pathways_airflow.exceptions import BadSpecError, ForeignWorkloadError, Infr
 from pathways_airflow.hooks import clients
 from pathways_airflow.hooks.api import (
     JsonLines,
+    LOG_START_BYTES,
     LOG_TAIL_BYTES,
     MAX_ATTEMPTS,
     absent,
@@ -45,6 +46,7 @@ from pathways_airflow.hooks.api import (
     retry_options,
     status_of,
     tail_windows,
+    whole_lines,
 )
 from pathways_airflow.hooks.clients import async_api_client, sync_api_client
 from pathways_airflow.hooks.target import ClusterTarget
@@ -567,6 +569,21 @@ class AsyncPathwaysHook(_ClusterHook):
             except Exception as error:
                 log_unread(self.log, error, namespace, pod, container)
         return []
+
+    async def read_log_start(self, namespace: str, pod: str, container: str, max_bytes: int = LOG_START_BYTES) -> list[str]:
+        """The first lines a container wrote, within ``max_bytes`` (``limitBytes`` without
+        ``tailLines`` keeps the beginning; :func:`whole_lines`); empty if the log cannot be read."""
+        try:
+            async with self.api_client() as client:
+                query = call_options({"container": container, "limitBytes": max_bytes}, timeout=30)
+                response = await self._send(client, "GET", object_path(POD, namespace, pod, "log"), query)
+                try:
+                    return whole_lines(await response.read(), max_bytes)
+                finally:
+                    response.release()
+        except Exception as error:
+            log_unread(self.log, error, namespace, pod, container)
+            return []
 
 
 __all__ = [

@@ -36,7 +36,9 @@ from pathways_airflow.run.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
 from pathways_airflow.spec.arguments import looks_templated  # noqa: F401 - also importable from here, as before
-from pathways_airflow.spec.arguments import exit_codes_problem, kueue_max_exec_time, workload_placement_problems
+from pathways_airflow.spec.arguments import (
+    RESUME_NEWEST_COMMITTED, exit_codes_problem, handed_to_program, kueue_max_exec_time, workload_placement_problems,
+)
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 from pathways_airflow.spec.names import MAX_ATTEMPT
 from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
@@ -123,6 +125,12 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
     :param max_disruptions: how many times maintenance, preemption or slice loss may end the
         workload before the task fails; each time a fresh workload is submitted (next attempt
         name) and resumes from the newest committed checkpoint. Separate from Airflow ``retries``.
+    :param resume: what a resubmitted workload resumes from. ``"newest_committed"`` (default): the
+        newest committed checkpoint on GCS, handed to the program as ``PATHWAYS_RESUME_STEP`` /
+        ``PATHWAYS_RESUME_CHECKPOINT``; ``"program"``: nothing is handed over and the program picks
+        (MaxText's own run directory, multi-tier checkpointing's local and peer copies). Either way
+        the disruption records the step the program logs it restored (MaxText's
+        ``restoring from this run's directory step N``), with ``resume_source="program_log"``.
     :param wait_for_maintenance: before resubmitting, report which slices are still under
         maintenance; the new workload is scheduled once enough slices are back.
     :param expected_duration: how long the run takes (``timedelta`` or seconds). With it, before
@@ -163,6 +171,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         "ttl_seconds_after_finished",
         "expected_duration",
         "maintenance_window",
+        "resume",
         *CLUSTER_TEMPLATE_FIELDS,
     )
     template_fields_renderers = {
@@ -227,9 +236,11 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         main_container: str | None = None,
         expected_duration: dt.timedelta | float | str | None = None,
         maintenance_window: str = "wait",
+        resume: str = RESUME_NEWEST_COMMITTED,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.resume = resume
         self.expected_duration = expected_duration
         self.maintenance_window = maintenance_window
         self.manifest = manifest
@@ -298,6 +309,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
             "namespace": self.namespace,
             "name_prefix": self.name_prefix,
             "checkpoint_dir": self.checkpoint_dir,
+            "resume": self.resume,
         }
         if not (only_known and looks_templated(placement)):
             problems.extend(workload_placement_problems(**placement))
@@ -351,7 +363,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         so the name matches the one ``execute`` submits.
         """
         self.validate(context=context)
-        return self.rendered(context, attempt, resume_from)
+        return self.rendered(context, attempt, handed_to_program(self.resume, resume_from))
 
     # --- running: submit, wait, report ----------------------------------------------------------
 
@@ -402,7 +414,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         """Wait for ``record``'s workload to finish: in the triggerer, or here."""
         self._remember(context, record)
         if self.deferrable:
-            trigger = self._trigger(context, record.name)
+            trigger = self._trigger(context, record)
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"record": record.to_dict()})
         return self._wait_here(context, record)
 
@@ -430,6 +442,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
             if finished.forbidden:  # no try can watch it without the permission: hold no slice for it
                 self.finished_with(workload_resource(self.backend), submission.namespace, submission.name, delete=True)
             raise outcome.lost_track(submission.name, finished, self._kubectl_hint(submission.name))
+        submission = outcome.with_resume_logged(submission, finished.resumed_from)
         submission = submission.with_disruptions(*finished.restarts).ended(finished.phases, time.time(), finished.queued)
         if outcome.next_step(finished.state, finished.classification) is outcome.NextStep.RESUBMIT:
             return self._resubmit_after_disruption(context, submission, finished)
@@ -444,17 +457,18 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         submission = Submission.from_dict(record, namespace=self.namespace, backend=self.backend)
         return dataclasses.replace(submission, name=event.name or submission.name)
 
-    def _trigger(self, context: Context, name: str, last_state: dict[str, Any] | None = None) -> Any:
+    def _trigger(self, context: Context, record: Submission) -> Any:
+        """The wait on ``record``'s workload; after a resubmission it reads where the program resumed."""
         from pathways_airflow.triggers.workload import PathwaysJobTrigger
 
         return PathwaysJobTrigger(
-            name=name, namespace=self.namespace, backend=self.backend, target=self.hook.resolved_target().to_dict(),
-            deadline=self.deadline(context), last_state=last_state,
+            name=record.name, namespace=self.namespace, backend=self.backend, target=self.hook.resolved_target().to_dict(),
+            deadline=self.deadline(context), reads_resume=record.attempt > 0,
         )
 
     def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:
         """Wait in the worker (not deferring) with the same trigger, its log captured alike."""
-        return self.execute_complete(context, first_event_here(self._trigger(context, record.name)), record.to_dict())
+        return self.execute_complete(context, first_event_here(self._trigger(context, record)), record.to_dict())
 
     def _newest_checkpoint(self, context: Context) -> Checkpoint | None:  # GCS outages: waited out until the deadline
         deadline = self.deadline(context)
@@ -499,8 +513,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         manifest = self.render_manifest(context, attempt=attempt, resume_from=checkpoint)
         self.hook.create_or_adopt(manifest, identity.key)
         submission = submission.next_attempt(manifest["metadata"]["name"], submitted=time.time())
-        resumed = f"resuming from step {checkpoint.step} ({checkpoint.uri})" if checkpoint else "no committed checkpoint to resume from"
-        self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, resumed)
+        self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, messages.resume_line(self.resume, checkpoint))
         return self._wait(context, submission)
 
     def _report_slices(self) -> None:

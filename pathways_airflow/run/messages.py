@@ -18,6 +18,7 @@ from pathways_airflow.state.jobs import JobOutcome
 from pathways_airflow.state.serving import ContainerExit
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.run.records import Submission
+from pathways_airflow.spec.arguments import RESUME_BY_PROGRAM
 from pathways_airflow.state.workload_parts import failed_container
 
 
@@ -193,3 +194,14 @@ def benchmark_failed(
         f"exited with code {crash.exit_code}{lost}.\n{quoted}\n{hint}"
     )
     return failed_job_exception(message, exit_code=crash.exit_code, disruption=disruption)
+
+
+def resume_line(resume: str, checkpoint: Any) -> str:
+    """How a resubmission says where it resumes: the checkpoint it hands over, or that the program
+    picks (``resume="program"``), naming the newest committed one on GCS as what it will find there."""
+    newest = f"step {checkpoint.step} ({checkpoint.uri})" if checkpoint else None
+    if resume == RESUME_BY_PROGRAM:
+        on_gcs = f"the newest committed on GCS is {newest}" if newest else "none is committed on GCS"
+        return f"the program picks its checkpoint (resume='program'; {on_gcs})"
+    return f"resuming from {newest}" if newest else "no committed checkpoint to resume from"
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout
 
@@ -33,8 +34,8 @@ from pathways_airflow.spec.render import XPK_SYSTEM_EXIT_CODES
 from pathways_airflow.state.disruption import Classification, Verdict
 from pathways_airflow.state.jobs import COMPLETE, ERROR, FAILED, GONE, TIMEOUT, JobEvent
 from pathways_airflow.state.model import FailureCause, Phase, WorkloadState
-from pathways_airflow.run.progress import seconds_recomputed, steps_recomputed
-from pathways_airflow.run.records import Disruption, Submission, WorkloadEvent
+from pathways_airflow.run.progress import FROM_SCRATCH, seconds_recomputed, steps_recomputed
+from pathways_airflow.run.records import PROGRAM_LOG, Disruption, Submission, WorkloadEvent
 
 
 class NextStep(str, enum.Enum):
@@ -129,6 +130,30 @@ def disruption_of(
         steps_recomputed=steps_recomputed(reached_step, resumed_from_step),
         seconds_lost=round(seconds_recomputed(now - running_since, reached_step, resumed_from_step, started_at), 1),
     )
+
+
+def with_resume_logged(submission: Submission, step: int | None) -> Submission:
+    """The record once the program of the run after the last resubmission said where it resumed
+    (:func:`~pathways_airflow.run.progress.step_resumed_from`; ``None``: it has not said).
+
+    The resubmission recorded the newest committed checkpoint on GCS; the program may have
+    restored a newer one (multi-tier checkpointing keeps local and peer copies) or an older one,
+    and what it recomputed is what it logged. The time lost scales with the steps at the pace
+    the record was costed at; a record that had no step to cost keeps its time.
+    """
+    last = next((i for i in range(len(submission.disruptions) - 1, -1, -1) if submission.disruptions[i].resubmitted), None)
+    if step is None or last is None or submission.disruptions[last].resume_source == PROGRAM_LOG:
+        return submission
+    old = submission.disruptions[last]
+    resumed = None if step == FROM_SCRATCH else step
+    # The run got at least as far as the step it saved: its head's log was read as the disruption
+    # began, and it may have gone on through its grace period.
+    reached = old.reached_step if resumed is None or old.reached_step is None else max(old.reached_step, resumed)
+    steps = steps_recomputed(reached, resumed)
+    seconds = round(old.seconds_lost * steps / old.steps_recomputed, 1) if old.steps_recomputed else old.seconds_lost
+    fixed = replace(old, reached_step=reached, resumed_from_step=resumed, steps_recomputed=steps, seconds_lost=seconds,
+                    resume_source=PROGRAM_LOG)
+    return replace(submission, disruptions=(*submission.disruptions[:last], fixed, *submission.disruptions[last + 1:]))
 
 
 def workload_failure(

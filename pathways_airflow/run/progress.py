@@ -37,3 +37,26 @@ def steps_recomputed(reached: int | None, resumed_from: int | None) -> int:
         return 0
     start = -1 if resumed_from is None else resumed_from
     return max(0, reached - start)
+
+
+# What MaxText logs as it restores (maxtext ``src/maxtext/common/checkpointing.py``,
+# ``load_state_if_possible``): the step it found across its checkpoint manager's tiers (with
+# multi-tier or emergency checkpointing, a local or a peer's copy may be newer than GCS's), or
+# that it found none and starts from scratch.
+_RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
+_NOTHING_RESTORED = "No existing checkpoints found, not restoring checkpoint."
+FROM_SCRATCH = -1
+"""What :func:`step_resumed_from` answers for a program that said it restored nothing."""
+
+
+def step_resumed_from(lines: Iterable[str]) -> int | None:
+    """The step the program says it restored at start-up (:data:`FROM_SCRATCH` when it says it
+    found none), or ``None`` while its log has not said (yet). The first such line counts: an
+    elastic retry restores again later in the same run, after a loss the task did not resubmit."""
+    for line in lines:
+        found = _RESTORED.search(line)
+        if found:
+            return int(found.group(1))
+        if _NOTHING_RESTORED in line:
+            return FROM_SCRATCH
+    return None

@@ -22,6 +22,12 @@ PROGRAM_RECOVERY = "the program (elastic slices)"
 """``handled_by`` of a slice loss the program rode out itself: Pathways with elastic slices kept its
 head running, and it went on once the slice was back (MaxText's ``elastic_enabled``)."""
 IN_PLACE = (JOBSET_RESTART, PROGRAM_RECOVERY)
+NEWEST_COMMITTED = "newest_committed"
+"""``resume_source`` of a resubmission's ``resumed_from_step`` that is the newest committed
+checkpoint on GCS when the task resubmitted (what it handed the program, with ``resume="newest_committed"``)."""
+PROGRAM_LOG = "program_log"
+"""``resume_source`` of a ``resumed_from_step`` the next run's program logged it restored: the
+truth, whichever tier (GCS, a local or a peer's copy) it came from."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Disruption:
     resumed_from_step: int | None = None
     steps_recomputed: int | None = None
     seconds_lost: float = 0.0
+    resume_source: str = NEWEST_COMMITTED
 
     @property
     def resubmitted(self) -> bool:
@@ -67,6 +74,7 @@ class Disruption:
             "resumed_from_step": self.resumed_from_step,
             "steps_recomputed": self.steps_recomputed,
             "seconds_lost": self.seconds_lost,
+            **({"resume_source": self.resume_source} if self.resume_source != NEWEST_COMMITTED else {}),
         }
 
     @classmethod
@@ -83,6 +91,7 @@ class Disruption:
             resumed_from_step=data.get("resumed_from_step"),
             steps_recomputed=data.get("steps_recomputed"),
             seconds_lost=float(data.get("seconds_lost") or 0.0),
+            resume_source=str(data.get("resume_source") or NEWEST_COMMITTED),
         )
 
 
@@ -257,6 +266,9 @@ class WorkloadEvent:
     """With ``finished``: each phase the wait saw the workload enter, and when."""
     queued: Mapping[str, Any] | None = None
     """With ``finished``: its last place in Kueue's queue, if the wait saw it waiting there."""
+    resumed_from: int | None = None
+    """With ``finished``: the step the program logged it restored at start-up (``-1``: none), when
+    the wait was asked to read it (:func:`~pathways_airflow.run.progress.step_resumed_from`)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"status": self.status, "name": self.name}
@@ -271,6 +283,7 @@ class WorkloadEvent:
                 running_since=self.running_since,
                 phases=[p.to_dict() for p in self.phases],
                 **({"queued": dict(self.queued)} if self.queued else {}),
+                **({"resumed_from": self.resumed_from} if self.resumed_from is not None else {}),
             )
         elif self.status == "timeout":
             payload["deleted"] = self.deleted
@@ -299,4 +312,5 @@ class WorkloadEvent:
             forbidden=bool(payload.get("forbidden")),
             phases=tuple(PhaseSeen.from_dict(p) for p in payload.get("phases") or ()),
             queued=payload.get("queued") or None,
+            resumed_from=payload.get("resumed_from"),
         )

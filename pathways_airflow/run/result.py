@@ -66,6 +66,8 @@ def workload_result(
         "queued": dict(record.runs[-1].queued) if record.runs and record.runs[-1].queued else None,
         "maintenance": dict(record.maintenance) if record.maintenance else None,
     }
+    if state.execution_attempts is not None:  # JobSet's KEP-1282 count, where the cluster keeps it
+        result["execution_attempts"] = state.execution_attempts
     if checkpoint is not NO_CHECKPOINT_DIR:
         result["checkpoint"] = None if checkpoint is None else dict(checkpoint)  # type: ignore[call-overload]
     return result

@@ -18,7 +18,7 @@ from pathways_airflow.run.annotations import (
     restarts_written,
 )
 from pathways_airflow.run.messages import still_waiting_line, transition_line
-from pathways_airflow.run.progress import last_completed_step
+from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.state import creation
@@ -27,7 +27,8 @@ from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
 from pathways_airflow.state.workload_parts import (
-    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, pods_of_current_attempt, worker_job_name,
+    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, main_container_status, pods_of_current_attempt,
+    worker_job_name,
 )
 
 Jobs = Mapping[str, Mapping[str, Any]]
@@ -66,11 +67,17 @@ class WaitMemory:
     """With elastic slices: a slice lost while the workload runs on, not back yet."""
     recovered: tuple[Disruption, ...] = ()
     """With elastic slices: the slice losses the program rode out (``handled_by`` :data:`PROGRAM_RECOVERY`)."""
+    reads_resume: bool = False
+    """The run follows a resubmission: read where its program says it resumed (:func:`resume_log_to_read`)."""
+    resumed_from: int | None = None
+    """The step the program said it restored (:func:`~pathways_airflow.run.progress.step_resumed_from`)."""
+    next_resume_read: float = 0.0
 
     @classmethod
-    def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True) -> WaitMemory:
+    def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True, reads_resume: bool = False) -> WaitMemory:
         """A wait's first memory, from its serialized trigger: the state the task last saw."""
-        return cls(writes, WorkloadState.from_dict(last_state) if last_state else None, phase_since=now, said_at=now)
+        state = WorkloadState.from_dict(last_state) if last_state else None
+        return cls(writes, state, phase_since=now, said_at=now, reads_resume=reads_resume)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,8 @@ class Readings:
     queue_read: bool = False
     queued: QueuePlace | None = None
     """With ``queue_read``: the place in Kueue's queue (``None``: nothing to say, e.g. admitted meanwhile)."""
+    resume_log: Sequence[str] | None = None
+    """The start of the head's log, when :func:`resume_log_to_read` asked for it."""
 
 
 def top_of(observation: Observation) -> dict[str, Any] | None:
@@ -109,6 +118,25 @@ def in_place(memory: WaitMemory) -> tuple[Disruption, ...]:
     """Every disruption the workload got through without a resubmission, oldest first: the JobSet's
     restarts and the slice losses the program rode out."""
     return tuple(sorted((*memory.restarts, *memory.recovered), key=lambda d: d.time))
+
+
+RESUME_READ_EVERY_SECONDS = 10.0
+"""How often the start of the head's log is read again while its program has not said where it resumed."""
+
+
+def resume_log_to_read(memory: WaitMemory, observation: Observation, now: float) -> tuple[str, str] | None:
+    """The head's (pod, container) whose log start says where the program resumed: a run after a
+    resubmission, once its head has started, until the program said it (every
+    :data:`RESUME_READ_EVERY_SECONDS`). The provider's record of the resubmission names the newest
+    committed checkpoint on GCS; the program may have restored another (multi-tier checkpointing,
+    ``resume="program"``), and only its log tells."""
+    if not memory.reads_resume or memory.resumed_from is not None or now < memory.next_resume_read:
+        return None
+    head = head_pod(observation)
+    main = main_container_status(head)
+    if head is None or main is None or not {"running", "terminated"} & set(main.get("state") or {}):
+        return None
+    return head["metadata"]["name"], str(main["name"])
 
 
 def failure_to_read(memory: WaitMemory, observation: Observation) -> tuple[str, str, int] | None:
@@ -200,6 +228,15 @@ def queue_line_to_log(memory: WaitMemory, read: Readings) -> str | None:
     return f"queued: {read.queued.line()}"
 
 
+def resume_line_to_log(memory: WaitMemory, read: Readings) -> str | None:
+    """What the task log says when the program first says where it resumed (the disruption's
+    record takes that step: :func:`~pathways_airflow.run.outcome.with_resume_logged`)."""
+    step = None if read.resume_log is None or memory.resumed_from is not None else step_resumed_from(read.resume_log)
+    if step is None:
+        return None
+    return f"its program restored {'no checkpoint' if step == FROM_SCRATCH else f'step {step}'} (its log says)"
+
+
 def line_to_log(memory: WaitMemory, state: WorkloadState, now: float) -> str | None:
     """What the task log says of this look: a transition, or what still holds the workload."""
     return transition_line(memory.state, state) or still_waiting_line(state, memory.phase_since, memory.said_at, now)
@@ -250,5 +287,7 @@ def remembered(
         lost_pods_seen=memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen,
         recovering=recovering,
         recovered=recovered,
+        resumed_from=memory.resumed_from if read.resume_log is None else step_resumed_from(read.resume_log),
+        next_resume_read=now + RESUME_READ_EVERY_SECONDS if read.resume_log is not None else memory.next_resume_read,
     )
     return remembers, {k: v for k, v in annotations.items() if carried.get(k) != v} if memory.writes else {}

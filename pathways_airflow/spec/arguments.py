@@ -132,11 +132,35 @@ def exit_codes_problem(field: str, value: Any) -> SpecProblem | None:
     return SpecProblem(field, bad[0], "exit codes are integers from 1 to 255") if bad else None
 
 
+RESUME_NEWEST_COMMITTED = "newest_committed"
+"""``resume=``: after a disruption, hand the program the newest committed checkpoint on GCS
+(``PATHWAYS_RESUME_STEP`` / ``PATHWAYS_RESUME_CHECKPOINT``)."""
+RESUME_BY_PROGRAM = "program"
+"""``resume=``: hand the program nothing and let it pick its source (its own run directory, a
+local or a peer's copy with multi-tier checkpointing, an HBM snapshot): forcing the GCS step
+would pre-empt a faster, newer path the program has."""
+RESUME_POLICIES = (RESUME_NEWEST_COMMITTED, RESUME_BY_PROGRAM)
+
+
+def resume_problem(value: Any) -> SpecProblem | None:
+    """Why ``resume`` is not a known policy, or ``None``."""
+    if value in RESUME_POLICIES:
+        return None
+    return SpecProblem("resume", value, f"must be one of {', '.join(repr(p) for p in RESUME_POLICIES)}")
+
+
+def handed_to_program(resume: str, newest_committed: Any) -> Any:
+    """What a resubmitted workload is told to resume from: the newest committed checkpoint, or
+    nothing when the program picks (:data:`RESUME_BY_PROGRAM`)."""
+    return None if resume == RESUME_BY_PROGRAM else newest_committed
+
+
 def workload_placement_problems(
-    *, backend: Any, namespace: Any, name_prefix: Any, checkpoint_dir: Any
+    *, backend: Any, namespace: Any, name_prefix: Any, checkpoint_dir: Any, resume: Any = RESUME_NEWEST_COMMITTED
 ) -> list[SpecProblem]:
-    """Where a Pathways workload goes and under which name: checked before any API call."""
-    problems = []
+    """Where a Pathways workload goes, under which name, and where a resubmission resumes from:
+    checked before any API call."""
+    problems = list(filter(None, [resume_problem(resume)]))
     if backend not in BACKENDS:
         problems.append(SpecProblem("backend", backend, "unknown backend", BACKENDS))
     problems.extend(filter(None, [namespace_problem(namespace)]))

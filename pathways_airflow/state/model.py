@@ -8,7 +8,7 @@ each FAILED carrying a cause. Values are plain data so triggers can serialise th
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from pathways_airflow import well_known
@@ -57,6 +57,13 @@ class WorkloadState:
     container: str | None = None
     pod: str | None = None
     evidence: tuple[str, ...] = field(default_factory=tuple)
+    execution_attempts: int | None = None
+    """The JobSet's ``status.executionAttempts`` (KEP-1282, JobSet ≥ 0.13 with its gate on): times
+    it ran anew, after a Kueue eviction or a restart of every Job; ``None`` where it is not counted."""
+
+    def with_execution_attempts(self, executions: int | None) -> WorkloadState:
+        """The same state, with the JobSet's count of executions (``None``: not counted)."""
+        return replace(self, execution_attempts=executions)
 
     def summary(self) -> str:
         """One line for the task log: ``RUNNING 2/2 slices``, ``FAILED (USER_CODE, exit 3): ...``."""
@@ -79,6 +86,8 @@ class WorkloadState:
         data["phase"] = self.phase.value
         data["cause"] = self.cause.value if self.cause else None
         data["evidence"] = list(self.evidence)
+        if self.execution_attempts is None:  # absent when unknown: records and events look as before the field
+            del data["execution_attempts"]
         return data
 
     @classmethod
@@ -94,6 +103,7 @@ class WorkloadState:
             container=data.get("container"),
             pod=data.get("pod"),
             evidence=tuple(data.get("evidence") or ()),
+            execution_attempts=data.get("execution_attempts"),
         )
 
 

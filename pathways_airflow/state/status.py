@@ -39,6 +39,7 @@ from pathways_airflow.state.workload_parts import (
     current_attempt,
     disruption_evidence,
     elastic_slices,
+    execution_attempts_of,
     failed_container,
     head_pod,
     is_being_deleted,
@@ -71,7 +72,13 @@ def _first_of(evidence: Sequence[str]) -> str:
 
 
 def workload_state(observation: Observation) -> WorkloadState:
-    """What the workload is doing now, from one consistent read of its objects."""
+    """What the workload is doing now, from one consistent read of its objects, with the JobSet's
+    count of executions where it keeps one (:func:`~pathways_airflow.state.workload_parts.execution_attempts_of`):
+    the one count that tells a run Kueue evicted and admitted again from one that never stopped."""
+    return _state_of(observation).with_execution_attempts(execution_attempts_of(observation.jobset))
+
+
+def _state_of(observation: Observation) -> WorkloadState:
     top = observation.pathwaysjob if observation.backend == "pathwaysjob" else observation.jobset
     if top is None:
         return state_of_a_missing_workload(observation)

@@ -2,7 +2,8 @@
 
 The readers every rule about a workload is built from, apart from the rules themselves
 (:mod:`pathways_airflow.state.status`, the state machine): which pods belong to the JobSet's
-current run (labels ``jobset.sigs.k8s.io/restart-attempt`` and ``job-restart-attempt``), which one is the head,
+current run (labels ``jobset.sigs.k8s.io/restart-attempt`` and ``job-restart-attempt``, and where
+JobSet counts them, the annotation ``jobset.sigs.k8s.io/execution-attempt``), which one is the head,
 how many slices are ready, which container is the user's and how it exited, and which pods the
 infrastructure ended. The operator and the triggers use them for logs and XCom values too.
 
@@ -59,6 +60,10 @@ def labels_of(obj: Obj | None) -> Mapping[str, str]:
     return metadata_of(obj).get("labels") or {}
 
 
+def annotations_of(obj: Obj | None) -> Mapping[str, str]:
+    return metadata_of(obj).get("annotations") or {}
+
+
 def name_of(obj: Obj | None) -> str:
     return str(metadata_of(obj).get("name", ""))
 
@@ -99,12 +104,51 @@ def _attempt_label(pod: Obj) -> int | None:
     return as_int(value, -1) if value is not None else None
 
 
+def execution_attempts_of(jobset: Obj | None) -> int | None:
+    """The JobSet's ``status.executionAttempts``: how many times it started running anew, counting
+    each suspend → resume (Kueue evicted it and admitted it again) and each restart of every Job
+    (kubernetes-sigs/jobset ``keps/1282-execution-attempts/README.md``). ``None`` when the JobSet
+    does not count them: before JobSet 0.13, with its alpha gate ``ExecutionAttemptsTracking`` off,
+    or before it first ran."""
+    return _count_or_none(status_of(jobset).get("executionAttempts"))
+
+
+def _execution_attempt_of(obj: Obj) -> int | None:
+    """The ``execution-attempt`` annotation JobSet puts on a child Job and its pods (KEP-1282), or ``None``."""
+    return _count_or_none(annotations_of(obj).get(well_known.EXECUTION_ATTEMPT))
+
+
+def _count_or_none(value: Any) -> int | None:
+    """A counter as the API writes it (an integer, or its text in an annotation); ``None`` for
+    none, or for one that is no count: what cannot be read is not evidence against an object."""
+    if value is None or isinstance(value, bool):
+        return None
+    count = as_int(value, -1)
+    return count if count >= 0 else None
+
+
+def is_of_an_earlier_execution(obj: Obj, jobset: Obj) -> bool:
+    """Whether a child Job or pod was made for an execution the JobSet has left behind: its
+    ``execution-attempt`` below the JobSet's ``status.executionAttempts`` (KEP-1282).
+
+    After a Kueue eviction and re-admission ``restart-attempt`` is unchanged, so without this the
+    pods stopped by the eviction would read as the new run's: an evicted pod as a disruption of a
+    run that never met one. Only when both carry the count: an object without the annotation, or a
+    JobSet without the field (an older JobSet, the gate off), is taken as current, as before."""
+    own, current = _execution_attempt_of(obj), execution_attempts_of(jobset)
+    return own is not None and current is not None and own < current
+
+
 def is_of_current_restart_attempt(obj: Obj, jobset: Obj) -> bool:
-    """Whether a child Job or pod carries the JobSet's ``restart-attempt`` (or none: older JobSets).
+    """Whether a child Job or pod carries the JobSet's ``restart-attempt`` (or none: older JobSets),
+    and is of no execution the JobSet has left behind since (:func:`is_of_an_earlier_execution`).
 
     Jobs restarted alone within it count: a head that ran through a per-Job restart lived through
     its slice's disruption, and may have died of it (a Pathways program loses its slice), so the
-    disruption evidence of why the attempt ends is read here."""
+    disruption evidence of why the attempt ends is read here. Pods from before a Kueue eviction
+    do not: the run after it started every pod anew."""
+    if is_of_an_earlier_execution(obj, jobset):
+        return False
     attempt = labels_of(obj).get(well_known.RESTART_ATTEMPT)
     return attempt is None or as_int(attempt, -1) == as_int(status_of(jobset).get("restarts"), 0)
 
@@ -112,7 +156,8 @@ def is_of_current_restart_attempt(obj: Obj, jobset: Obj) -> bool:
 def is_of_current_run(obj: Obj, jobset: Obj) -> bool:
     """Whether a child Job or pod belongs to the JobSet's current run, as JobSet's controller tells
     its own Jobs apart (``pkg/controllers/jobset_controller.go``, ``getChildJobs``): the JobSet's
-    ``restart-attempt``, and a ``job-restart-attempt`` not below its Job's entry of ``jobRestarts``.
+    ``restart-attempt``, and a ``job-restart-attempt`` not below its Job's entry of ``jobRestarts``;
+    and, where JobSet counts executions, not of an earlier one (:func:`is_of_an_earlier_execution`).
     An object without the labels counts as current (a JobSet older than the labels)."""
     if not is_of_current_restart_attempt(obj, jobset):
         return False
@@ -140,8 +185,9 @@ def as_of_restart(jobset: Obj, restart: int) -> dict[str, Any]:
 
     Without per-Job restarts the run is exactly that restart attempt. With them, the JobSet does
     not say how they interleaved with its own restarts: the run is placed in the newest restart
-    attempt it can have been in."""
-    status = {k: v for k, v in status_of(jobset).items() if k != "replicatedJobsStatus"}
+    attempt it can have been in. Nor does it say which execution (``executionAttempts``) that run
+    was: the count is dropped, so the run's pods are told apart by restart attempt alone."""
+    status = {k: v for k, v in status_of(jobset).items() if k not in ("replicatedJobsStatus", "executionAttempts")}
     status["restarts"] = max(0, min(restart, as_int(status_of(jobset).get("restarts"), 0)))
     return {**jobset, "status": status}
 

@@ -17,8 +17,10 @@ there). Of ``metadata``, small, everything but ``managedFields`` (the watch keys
 ``deletionTimestamp``), and of its annotations only this provider's own, which the triggers write
 and read back: :func:`~pathways_airflow.run.annotations.restarts_written`,
 :func:`~pathways_airflow.run.annotations.disruption_seen` and
-:func:`~pathways_airflow.state.ran_on.went_down_under_it`. A pod, a Job or a Kueue Workload keeps
-no annotation.
+:func:`~pathways_airflow.state.ran_on.went_down_under_it`. A pod or a Job keeps one annotation,
+JobSet's ``execution-attempt`` (KEP-1282), which
+:func:`~pathways_airflow.state.workload_parts.is_of_an_earlier_execution` compares with the
+JobSet's ``status.executionAttempts``; a Kueue Workload keeps none.
 
 Measured (``tests/unit/test_pruning.py``), as JSON bytes and as the parsed dicts' deep
 ``sys.getsizeof``: a provider-rendered 2-slice MaxText training, with the running status the local
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
 
 PROVIDER_ANNOTATIONS = f"{LABEL_PREFIX}/"
@@ -45,13 +48,22 @@ ELASTIC_FLAG = "--num_elastic_slices="
 
 POD_TEMPLATE_CONTAINERS = ("initContainers", "containers")
 
+CHILD_ANNOTATIONS = (well_known.EXECUTION_ATTEMPT,)
+"""The annotations of a pod or Job a reader looks at: which execution of its JobSet made it
+(:func:`~pathways_airflow.state.workload_parts.is_of_an_earlier_execution`)."""
 
-def _metadata(obj: Mapping[str, Any], *, annotations: bool) -> dict[str, Any]:
-    """``metadata`` without ``managedFields``; with this provider's annotations only, or none."""
+
+def _metadata(obj: Mapping[str, Any], *, annotations: bool, foreign: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``metadata`` without ``managedFields``; with this provider's annotations only (``annotations``)
+    and the ``foreign`` ones named, or none."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("annotations", "managedFields")}
-    own = {k: v for k, v in ((obj.get("metadata") or {}).get("annotations") or {}).items() if k.startswith(PROVIDER_ANNOTATIONS)}
-    if annotations and own:
-        meta["annotations"] = own
+    kept = {
+        k: v
+        for k, v in ((obj.get("metadata") or {}).get("annotations") or {}).items()
+        if (annotations and k.startswith(PROVIDER_ANNOTATIONS)) or k in foreign
+    }
+    if kept:
+        meta["annotations"] = kept
     return meta
 
 
@@ -64,7 +76,7 @@ def _kept(obj: Mapping[str, Any], metadata: dict[str, Any], spec: dict[str, Any]
 
 
 def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A pod as the state core reads it: metadata without annotations, its status, and of its
+    """A pod as the state core reads it: metadata with only :data:`CHILD_ANNOTATIONS`, its status, and of its
     spec only the node (:func:`~pathways_airflow.state.disruption.classify`,
     :func:`~pathways_airflow.state.ran_on.where_workers_run`) and the container names
     (:func:`~pathways_airflow.state.workload_parts.main_container_status`); the rest is the template, already in the JobSet."""
@@ -72,13 +84,13 @@ def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
     slim_spec: dict[str, Any] = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
     if spec.get("nodeName"):
         slim_spec["nodeName"] = spec["nodeName"]
-    return _kept(pod, _metadata(pod, annotations=False), slim_spec)
+    return _kept(pod, _metadata(pod, annotations=False, foreign=CHILD_ANNOTATIONS), slim_spec)
 
 
 def pruned_job(job: dict[str, Any]) -> dict[str, Any]:
     """A Job as the classifier reads it (:func:`~pathways_airflow.state.disruption.lost_workers`,
-    :func:`~pathways_airflow.state.creation.children_missing`): metadata without annotations, and its status."""
-    return _kept(job, _metadata(job, annotations=False), None)
+    :func:`~pathways_airflow.state.creation.children_missing`): metadata with only :data:`CHILD_ANNOTATIONS`, and its status."""
+    return _kept(job, _metadata(job, annotations=False, foreign=CHILD_ANNOTATIONS), None)
 
 
 def pruned_to_name(obj: dict[str, Any]) -> dict[str, Any]:

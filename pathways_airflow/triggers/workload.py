@@ -48,7 +48,7 @@ from pathways_airflow.triggers.watch import (
 )
 
 SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state", "poll_interval", "until_phase",
-              "delete_on_timeout", "api_outage_seconds")
+              "delete_on_timeout", "api_outage_seconds", "reads_resume")
 """The arguments the triggerer re-creates the trigger from (its database row)."""
 VERDICT_SETTLE_SECONDS = 2.0
 """How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
@@ -133,7 +133,7 @@ class PathwaysJobTrigger(KillableTrigger):
         self, *, name: str, namespace: str, backend: str, target: dict[str, Any], deadline: float | None = None,
         last_state: dict[str, Any] | None = None, poll_interval: float = POLL_INTERVAL_SECONDS["workload"],
         until_phase: str | None = None, delete_on_timeout: bool = True, api_outage_seconds: float = API_OUTAGE_LIMIT_SECONDS,
-        recheck_seconds: float | None = None,
+        recheck_seconds: float | None = None, reads_resume: bool = False,
     ):
         super().__init__()
         self.name = name
@@ -146,6 +146,7 @@ class PathwaysJobTrigger(KillableTrigger):
         self.until_phase = until_phase
         self.delete_on_timeout = delete_on_timeout
         self.api_outage_seconds = api_outage_seconds
+        self.reads_resume = reads_resume
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("pathways_airflow.triggers.workload.PathwaysJobTrigger", {key: getattr(self, key) for key in SERIALIZED})
@@ -176,7 +177,7 @@ class PathwaysJobTrigger(KillableTrigger):
         subscriptions = {key: watch.subscribe([self.name], changed) for key, watch in watches.items()}
         nodes = nodes_watch(self.cluster)
         held_nodes = nodes.subscribe(())  # keeps the verdicts' node cache current; never wakes this wait
-        memory = wait_memory.WaitMemory.starting(self.last_state, time.time(), writes=self.until_phase is None)
+        memory = wait_memory.WaitMemory.starting(self.last_state, time.time(), writes=self.until_phase is None, reads_resume=self.reads_resume)
         writing: set[asyncio.Task[None]] = set()
         try:
             while True:
@@ -208,9 +209,10 @@ class PathwaysJobTrigger(KillableTrigger):
                     settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches)
                     verdict = outcome.verdict_of(state, settled)
                 line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
+                resume_line = wait_memory.resume_line_to_log(memory, read)
                 read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
                 memory, notes = wait_memory.remembered(memory, observation, state, now, read)
-                for said in (line, queue_line):
+                for said in (line, queue_line, resume_line):
                     if said:
                         self.log.info("%s/%s: %s", self.namespace, self.name, said)
                 ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
@@ -225,7 +227,7 @@ class PathwaysJobTrigger(KillableTrigger):
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
                         restarts=wait_memory.in_place(memory), running_since=memory.running_since,
                         phases=timeline.phases_with(memory.phases, state, time.time()),
-                        queued=memory.queued.to_dict() if memory.queued else None,
+                        queued=memory.queued.to_dict() if memory.queued else None, resumed_from=memory.resumed_from,
                     )
                     yield TriggerEvent(finished.to_payload())
                     return
@@ -252,8 +254,9 @@ class PathwaysJobTrigger(KillableTrigger):
     ) -> wait_memory.Readings:
         """What the memory asks to read for a look: a failed container's log (its pod may soon be
         deleted), why the current attempt's pods show a disruption, the step the head reached when
-        one hit (from its log, while it exists), why each restart of the JobSet happened, and
-        where a queued workload stands in Kueue's queue."""
+        one hit (from its log, while it exists), why each restart of the JobSet happened, where a
+        queued workload stands in Kueue's queue, and, after a resubmission, the step its program
+        says it resumed from (the start of the head's log)."""
         hook = self.hook
         failed = wait_memory.failure_to_read(memory, observation)
         failure = None if failed is None else (*failed, await hook.read_log_tail(self.namespace, *failed[:2]))
@@ -267,7 +270,9 @@ class PathwaysJobTrigger(KillableTrigger):
             self.log.info("%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, *said)
         queue_read = wait_memory.queue_check_due(memory, observation, state, now)
         queued = await self._queue_place(observation) if queue_read else None
-        return wait_memory.Readings(failure, head_log, tuple(causes), seen, queue_read=queue_read, queued=queued)
+        resumed = wait_memory.resume_log_to_read(memory, observation, now)
+        resume_log = None if resumed is None else await hook.read_log_start(self.namespace, *resumed)
+        return wait_memory.Readings(failure, head_log, tuple(causes), seen, queue_read=queue_read, queued=queued, resume_log=resume_log)
 
     async def _queue_place(self, observation: model.Observation) -> QueuePlace | None:
         """Its place in Kueue's queue, or ``None``: reading it is worth a line, never the wait."""

@@ -12,6 +12,7 @@ from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
+from pathways_airflow_testing import LocalCluster
 
 from tests.support.connections import connect
 from tests.support.task_instance import StateStore, TaskInstance
@@ -73,6 +74,33 @@ def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathwa
     assert seen["workload"] == workloads[0] and seen["evidence"] == disruption["evidence"]
 
 
+def test_with_resume_by_the_program_a_newer_local_copy_is_restored_and_recorded_from_the_programs_log(pathways_cluster, capsys):
+    """Multi-tier checkpointing (a local copy every 2 steps, GCS every 10): maintenance after step 21.
+    With ``resume="program"`` the resubmitted workload gets no ``PATHWAYS_RESUME_*`` and its
+    program restores the newest local copy, newer than anything on GCS; the disruption records
+    that step, as the program logged it, and only the steps after it as recomputed."""
+    task_id = "ride-multi-tier"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    multi_tier = ["enable_multi_tier_checkpointing=true", "local_checkpoint_directory=/local", "local_checkpoint_period=2"]
+    operator = training(task_id, step_seconds="4", resume="program")
+    operator.command = [*operator.command, *multi_tier]
+    trigger = when_step(pathways_cluster, identity, 21, lambda pool: pathways_cluster.maintenance(pool, duration=600))
+    with LiveWorkloads(pathways_cluster, identity) as live:
+        result = operator.execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    trigger.join(1)
+    assert live.most == 1 and result["state"] == "SUCCEEDED"
+    [disruption] = [d for d in result["disruptions"] if d.get("handled_by") is None]
+    reached, restored = disruption["reached_step"], disruption["resumed_from_step"]
+    assert disruption["resume_source"] == "program_log"
+    assert restored % 2 == 0 and restored % 10 != 0 and 20 < restored <= reached  # a local copy, newer than GCS's step 20
+    assert disruption["steps_recomputed"] == reached - restored
+    said = [line.split("] ", 1)[1].rsplit(" [", 1)[0] for line in capsys.readouterr().out.splitlines() if "its program restored" in line]
+    assert said == [f"default/{identity.workload_name(attempt=1)}: its program restored step {restored} (its log says)"]
+    resubmitted = live.seen[identity.workload_name(attempt=1)]
+    env = {e["name"] for e in resubmitted["spec"]["controller"]["template"]["spec"]["containers"][0].get("env") or ()}
+    assert not {"PATHWAYS_RESUME_STEP", "PATHWAYS_RESUME_CHECKPOINT"} & env
+
+
 def test_a_resubmission_takes_back_the_slices_a_late_garbage_collector_leaves_to_the_last_attempt(pathways_cluster, caplog):
     """Two slices, one lost: the JobSet fails and deletes its Jobs, but the collector is late and
     their pods run on. The next attempt needs those slices: the pods are deleted directly before
@@ -132,6 +160,22 @@ def test_a_kueue_eviction_waits_instead_of_failing(pathways_cluster):
     when_step(pathways_cluster, identity, 12, evict)
     result = training(task_id, backend="jobset", steps=30, queue_name="multislice-queue").execute({"ti": TaskInstance("dag", task_id, "run-1")})
     assert result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name()
+    assert not [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
+
+
+def test_with_execution_attempts_counted_a_kueue_readmission_is_the_second_execution_of_one_workload(crds, monkeypatch):
+    """JobSet 0.13's ``ExecutionAttemptsTracking`` on (KEP-1282): Kueue evicts the workload and
+    admits it again; ``restart-attempt`` stays 0, the pods after the resume carry execution 1, the
+    task rides it out on the same workload and says it ran twice."""
+    task_id = "evicted-counted"
+    identity = TaskIdentity("dag", task_id, "run-1")
+    with LocalCluster(crds=[crds], speed=60, jobset_feature_gates=("ExecutionAttemptsTracking",)) as counted:
+        connect(monkeypatch, counted)
+        when_step(counted, identity, 6, lambda _pool: counted.evict_workload("default", jobset=identity.workload_name(), requeue_after=30))
+        task = training(task_id, backend="jobset", steps=20, queue_name="multislice-queue")
+        result = task.execute({"ti": TaskInstance("dag", task_id, "run-1")})
+    assert result["state"] == "SUCCEEDED" and result["name"] == identity.workload_name(), "no resubmission"
+    assert result["execution_attempts"] == 1 and result["restarts"] == 0
     assert not [d for d in result["disruptions"] if d.get("handled_by") != "JobSet restart"]
 
 

@@ -137,11 +137,13 @@ class WorkloadSampler(threading.Thread, Generic[K]):
 
 
 class LiveWorkloads:
-    """Samples the cluster while a task runs: how many of its workloads are alive at once."""
+    """Samples the cluster while a task runs: how many of its workloads are alive at once, and
+    each one as first seen (``seen``, by name: what was submitted)."""
 
     def __init__(self, cluster, identity: TaskIdentity, api="pathways-job.pathways.domain/v1", kind="PathwaysJob"):
         self.cluster, self.identity, self.api, self.kind = cluster, identity, api, kind
         self.most = 0
+        self.seen: dict[str, dict] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -150,6 +152,8 @@ class LiveWorkloads:
             items = self.cluster.list(self.api, self.kind, "default", labels={TASK_KEY_LABEL: self.identity.key})
             live = [i for i in items if not i["metadata"].get("deletionTimestamp") and not (i.get("status") or {}).get("terminalState")]
             self.most = max(self.most, len(live))
+            for item in items:
+                self.seen.setdefault(item["metadata"]["name"], item)
             time.sleep(0.05)
 
     def __enter__(self):

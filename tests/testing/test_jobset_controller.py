@@ -5,6 +5,10 @@
 ``status.replicatedJobsStatus[].jobRestarts`` goes up, the new Job carries it as
 ``jobset.sigs.k8s.io/job-restart-attempt``, the other Jobs run on, and ``maxRestarts`` is compared
 with the JobSet's and the Jobs' counted restarts together.
+
+And JobSet 0.13's execution attempts (``keps/1282-execution-attempts/README.md``), behind the alpha
+gate ``ExecutionAttemptsTracking``: ``status.executionAttempts`` and the ``execution-attempt``
+annotation on Jobs and pods, counting resumes and restarts of every Job but not per-Job restarts.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from pathways_airflow.state.model import Observation
 from pathways_airflow.state.status import workload_state
 from pathways_airflow.state.workload_parts import of_current_run, restarts_of
 from pathways_airflow_testing.cluster import LocalCluster
+from pathways_airflow_testing.controllers.jobset import JobSetController
+from pathways_airflow_testing.store import copy_of
 
 from tests.support.waiting import wait_for
 
@@ -26,6 +32,8 @@ JOB = ("batch/v1", "Job")
 POD = ("v1", "Pod")
 NAMESPACE = "per-job"
 JOB_RESTART_ATTEMPT = "jobset.sigs.k8s.io/job-restart-attempt"
+EXECUTION_ATTEMPT = "jobset.sigs.k8s.io/execution-attempt"
+GATE = "ExecutionAttemptsTracking"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +87,8 @@ def test_restart_job_recreates_only_the_failed_job_and_counts_towards_max_restar
     running_pod(cluster, f"{name}-slice-0")
     first = jobs_of(cluster, name)
     assert {j["metadata"]["labels"][JOB_RESTART_ATTEMPT] for j in first.values()} == {"0"}
+    unannotated = [*first.values(), running_pod(cluster, f"{name}-slice-1")]  # the gate is off, as upstream by default
+    assert not any(EXECUTION_ATTEMPT in (o["metadata"].get("annotations") or {}) for o in unannotated)
 
     fail(cluster, f"{name}-slice-1")
     again = recreated(cluster, name, f"{name}-slice-1", 1)
@@ -87,7 +97,7 @@ def test_restart_job_recreates_only_the_failed_job_and_counts_towards_max_restar
     assert again["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "0"
     jobset = wait_for(lambda: (j := cluster.get(*JOBSET, name, NAMESPACE)) and j["status"]["replicatedJobsStatus"][0].get("jobRestarts") and j, timeout=10)
     status = jobset["status"]
-    assert status["restarts"] == 0 and status.get("restartsCountTowardsMax", 0) == 0
+    assert status["restarts"] == 0 and status.get("restartsCountTowardsMax", 0) == 0 and "executionAttempts" not in status
     [entry] = status["replicatedJobsStatus"]
     assert (entry["jobRestarts"], entry["jobRestartsCountTowardsMax"]) == ([0, 1], [0, 1])
     reasons = [e["reason"] for e in cluster.list("v1", "Event", NAMESPACE) if e["involvedObject"]["name"] == name]
@@ -118,3 +128,95 @@ def test_restart_job_and_ignore_max_restarts_restarts_the_job_at_no_cost(cluster
     [entry] = jobset["status"]["replicatedJobsStatus"]
     assert entry["jobRestartsCountTowardsMax"] == [0, 0] and not jobset["status"].get("terminalState")
     assert restarts_of(jobset) == 2
+
+
+# --- execution attempts (KEP-1282) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tracked(crds: Path):
+    with LocalCluster(
+        crds=[crds], gcs=False, kueue=False, speed=100, namespaces=(NAMESPACE,), jobset_feature_gates=(GATE,)
+    ) as running:
+        yield running
+
+
+def set_suspend(cluster: LocalCluster, name: str, suspend: bool) -> None:
+    """``spec.suspend`` as Kueue writes it on an eviction (``True``) and an admission (``False``)."""
+    kind = cluster.kinds.by_kind(*JOBSET)
+
+    def write() -> None:
+        jobset = copy_of(cluster.store.get(kind, NAMESPACE, name))
+        jobset["spec"]["suspend"] = suspend
+        jobset["metadata"].pop("resourceVersion", None)
+        cluster.store.replace(kind, jobset)
+
+    cluster.call(write)
+
+
+def executions(cluster: LocalCluster, name: str, count: int) -> dict[str, Any]:
+    """The JobSet once it counts ``count`` executions and every Job of it carries the count."""
+    def found() -> dict[str, Any] | None:
+        jobset = cluster.get(*JOBSET, name, NAMESPACE)
+        jobs = jobs_of(cluster, name)
+        counted = jobset and (jobset.get("status") or {}).get("executionAttempts") == count
+        annotated = len(jobs) == 2 and all((j["metadata"].get("annotations") or {}).get(EXECUTION_ATTEMPT) == str(count) for j in jobs.values())
+        return jobset if counted and annotated else None
+
+    return wait_for(found, timeout=30, what=f"{name}: execution attempt {count}")
+
+
+def annotated(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(EXECUTION_ATTEMPT)
+
+
+def test_execution_attempts_count_resumes_and_full_restarts_but_not_a_job_restarted_alone(tracked):
+    name = "executions"
+    manifest = two_slices(name, "RestartJob", max_restarts=5)
+    manifest["spec"]["suspend"] = True  # as Kueue's webhook creates it
+    manifest["spec"]["replicatedJobs"].append({**manifest["spec"]["replicatedJobs"][0], "name": "whole", "replicas": 1})
+    manifest["spec"]["replicatedJobs"][0]["replicas"] = 1
+    manifest["spec"]["failurePolicy"]["rules"] = [
+        {"name": "alone", "action": "RestartJob", "targetReplicatedJobs": ["slice"]},
+        {"name": "all", "action": "RestartJobSet", "targetReplicatedJobs": ["whole"]},
+    ]
+    tracked.apply(manifest, namespace=NAMESPACE)
+    wait_for(lambda: len(jobs_of(tracked, name)) == 2, timeout=10)
+    assert "executionAttempts" not in (tracked.get(*JOBSET, name, NAMESPACE).get("status") or {}), "never ran: nil"
+
+    set_suspend(tracked, name, False)  # first admission
+    executions(tracked, name, 0)
+    assert annotated(running_pod(tracked, f"{name}-slice-0")) == "0"
+
+    set_suspend(tracked, name, True)  # evicted ...
+    wait_for(lambda: all(j["spec"].get("suspend") for j in jobs_of(tracked, name).values()), timeout=10)
+    set_suspend(tracked, name, False)  # ... and admitted again
+    jobset = executions(tracked, name, 1)
+    assert jobset["status"]["restarts"] == 0, "restart-attempt does not move on a resume"
+    pod = running_pod(tracked, f"{name}-slice-0")
+    assert annotated(pod) == "1" and pod["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "0"
+
+    fail(tracked, f"{name}-slice-0")  # RestartJob: that Job alone, the same execution
+    again = recreated(tracked, name, f"{name}-slice-0", 1)
+    assert annotated(again) == "1" and tracked.get(*JOBSET, name, NAMESPACE)["status"]["executionAttempts"] == 1
+
+    fail(tracked, f"{name}-whole-0")  # RestartJobSet: every Job anew, a new execution
+    jobset = executions(tracked, name, 2)
+    assert jobset["status"]["restarts"] == 1
+    assert annotated(running_pod(tracked, f"{name}-whole-0")) == "2"
+    pods = tuple(tracked.list(*POD, NAMESPACE, labels={"jobset.sigs.k8s.io/jobset-name": name}))
+    assert workload_state(Observation("jobset", name, NAMESPACE, jobset=jobset, pods=pods)).execution_attempts == 2
+
+
+def test_a_running_jobset_the_controller_did_not_count_starts_at_its_restarts(tracked):
+    """KEP-1282 §1: the gate turned on under a running JobSet (``nil``, child Jobs running or restarts
+    made) gives it ``status.restarts``; one that never ran stays ``nil`` until it runs."""
+    controller = JobSetController(tracked, feature_gates=(GATE,))
+    running = {"metadata": {}, "status": {}}
+    active = [{"metadata": {}, "spec": {"suspend": False}, "status": {"active": 1}}]
+    for restarts, children, suspended, expected in ((2, [], True, 2), (0, active, False, 0), (3, active, False, 3), (0, [], True, None)):
+        status = {"restarts": restarts}
+        assert controller._count_execution_attempts(running, status, children, suspended, "2026-01-01T00:00:00Z") is False
+        assert status.get("executionAttempts") == expected, (restarts, children, suspended)
+    with pytest.raises(ValueError, match="unknown JobSet feature gates"):
+        JobSetController(tracked, feature_gates=("ExecuteAttempts",))

@@ -119,6 +119,33 @@ def test_training_resumes_from_the_newest_committed_step_after_a_kill_mid_save(e
     on_loop(emulator, scenario)
 
 
+def test_with_multi_tier_checkpointing_a_restart_restores_the_newest_step_of_either_tier(emulator, base):
+    """Local copies every 3 steps, GCS every 10: killed after step 14, the next run restores the
+    local step 12, which no reader of the checkpoint directory sees; GCS still ends at step 10."""
+    checkpoints = f"{base}/run1/checkpoints"
+    tiers = ("enable_multi_tier_checkpointing=true", "local_checkpoint_directory=/local", "local_checkpoint_period=3")
+    argv = train_argv(base, "steps=30", "checkpoint_period=10", *tiers)
+
+    async def scenario(gcs: RecordingGcs):
+        first = container(gcs, argv, {"PATHWAYS_TESTING_STEP_SECONDS": "5"})
+        task = asyncio.create_task(run_program(first))
+        await eventually(lambda: asyncio.sleep(0, bool(first.lines_with("completed step: 14,"))))
+        await cancel(task)
+        assert first.lines_with("saved a local checkpoint at step") == [f"saved a local checkpoint at step {s} (multi-tier: RAM disk, copied to peers)" for s in (3, 6, 9, 12)]
+        steps = {int(o.split("/")[-2]) for o in await all_objects(gcs, checkpoints) if o.endswith(COMMIT_MARKER)}
+        assert steps == {0, 10}  # the local tier is not under the checkpoint directory
+        second = container(gcs, argv, {"PATHWAYS_RESUME_STEP": "10"})  # what the provider would hand over: not obeyed, as in MaxText
+        task = asyncio.create_task(run_program(second))
+        await eventually(lambda: asyncio.sleep(0, bool(second.lines_with("completed step:"))))
+        await cancel(task)
+        assert second.lines_with("restoring from this run's directory step") == ["restoring from this run's directory step 12"]
+        assert second.lines_with("completed step:")[0].startswith("completed step: 13,")
+
+    on_loop(emulator, scenario)
+    refused = container(None, train_argv(base, "enable_multi_tier_checkpointing=true"))
+    assert asyncio.run(run_program(refused)) == 1 and refused.lines_with("error: enable_multi_tier_checkpointing needs")
+
+
 def test_training_fails_at_the_configured_step_with_the_configured_code_every_time(emulator, base):
     checkpoints = f"{base}/run1/checkpoints"
     argv = train_argv(base, "--steps", "20", "--checkpoint_period=5")

@@ -157,6 +157,9 @@ def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_good
     assert result["disruption_summary"].endswith(f", {lost} lost") and f"lost {lost} to 1 disruption" in result["goodput_summary"]
     assert (result["uid"], result["tpu"]) == ("5f0c", tpu)
     assert "checkpoint" not in workload_result(record, WorkloadState(Phase.SUCCEEDED), tpu=tpu, now=1195.5)
+    # JobSet's count of executions (KEP-1282) only where the cluster keeps one
+    assert "execution_attempts" not in result
+    assert workload_result(record, WorkloadState(Phase.SUCCEEDED, execution_attempts=1), tpu=tpu, now=1195.5)["execution_attempts"] == 1
 
 
 @pytest.mark.parametrize(

@@ -113,3 +113,22 @@ def test_deferrable_defaults_to_the_operators_default_deferrable_setting(configu
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": configured, "AIRFLOW_HOME": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == configured
+
+
+def test_resume_by_the_program_hands_no_checkpoint_over_and_newest_committed_hands_it_as_env():
+    from pathways_airflow.checkpoints import Checkpoint
+
+    newest = Checkpoint(20, "gs://my-bucket/run/checkpoints/20")
+
+    def env_of(resume: str) -> dict[str, str]:
+        manifest = PathwaysJobOperator(task_id="train", **PARAMS, resume=resume).render_manifest(attempt=1, resume_from=newest)
+        main = manifest["spec"]["controller"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value") for e in main.get("env") or ()}
+
+    assert env_of("newest_committed")["PATHWAYS_RESUME_STEP"] == "20"
+    assert env_of("newest_committed")["PATHWAYS_RESUME_CHECKPOINT"] == newest.uri
+    assert not {"PATHWAYS_RESUME_STEP", "PATHWAYS_RESUME_CHECKPOINT"} & set(env_of("program"))
+    with pytest.raises(InvalidWorkloadSpec, match="resume"):
+        PathwaysJobOperator(task_id="train", **PARAMS, resume="local")
+    assert "resume" in PathwaysJobOperator.template_fields
+    PathwaysJobOperator(task_id="train", **PARAMS, resume="{{ params.resume }}")  # checked once rendered

@@ -139,3 +139,49 @@ def test_the_verdict_recorded_for_a_retry_is_the_one_the_task_acts_on():
     maintenance = Classification(Verdict.MAINTENANCE, ("node n: cloud.google.com/active-node-maintenance=ONGOING",))
     assert verdict_of(policy, maintenance) is maintenance, "disruption evidence still outranks the exit code"
     assert verdict_of(failed(None), nothing) is nothing, "no user's code: nothing to add"
+
+
+# --- the step the next run's program says it restored ------------------------------------------
+
+def _resubmitted(reached: int = 27, resumed: int | None = 20, seconds: float = 14.0) -> Submission:
+    """A task resubmitted once at ``reached``, recorded resuming from the newest GCS step ``resumed``."""
+    steps = None if resumed is None else reached - resumed
+    disruption = Disruption(100.0, "MAINTENANCE", ("node x: maintenance",), reached_step=reached, workload="t-a0",
+                            resumed_from_step=resumed, steps_recomputed=steps, seconds_lost=seconds)
+    restart = Disruption(90.0, "MAINTENANCE", (), reached_step=5, handled_by=JOBSET_RESTART)
+    return Submission("t-a1", "default", "pathwaysjob", attempt=1, disruptions=(restart, disruption))
+
+
+def test_a_newer_step_the_program_restored_from_a_local_copy_replaces_the_gcs_step_and_scales_the_time_lost():
+    from pathways_airflow.run.outcome import with_resume_logged
+
+    fixed = with_resume_logged(_resubmitted(), 26).disruptions[-1]
+    assert (fixed.resumed_from_step, fixed.steps_recomputed, fixed.seconds_lost, fixed.resume_source) == (26, 1, 2.0, "program_log")
+    assert fixed.to_dict()["resume_source"] == "program_log"
+    # A step saved past the one read as the disruption began (the grace period): it got that far.
+    further = with_resume_logged(_resubmitted(), 30).disruptions[-1]
+    assert (further.reached_step, further.resumed_from_step, further.steps_recomputed, further.seconds_lost) == (30, 30, 0, 0.0)
+
+
+def test_a_program_that_restored_nothing_recomputed_every_step_and_a_silent_log_changes_nothing():
+    from pathways_airflow.run.outcome import with_resume_logged
+    from pathways_airflow.run.progress import FROM_SCRATCH
+
+    record = _resubmitted()
+    assert with_resume_logged(record, None) is record
+    scratch = with_resume_logged(record, FROM_SCRATCH).disruptions[-1]
+    assert (scratch.resumed_from_step, scratch.steps_recomputed) == (None, 28)
+    assert scratch.seconds_lost == pytest.approx(14.0 * 28 / 7, abs=0.1)
+    # Read once: a later read (another look of the same run) does not move it again.
+    once = with_resume_logged(record, 26)
+    assert with_resume_logged(once, 24) is once
+    # The JobSet restart in place before it is left alone; a record without a resubmission too.
+    assert with_resume_logged(record, 26).disruptions[0] == record.disruptions[0]
+    alone = Submission("t-a0", "default", "pathwaysjob", disruptions=(record.disruptions[0],))
+    assert with_resume_logged(alone, 26) is alone
+
+
+def test_a_record_written_before_the_resume_source_existed_reads_as_the_newest_committed_step():
+    old = {k: v for k, v in _resubmitted().disruptions[-1].to_dict().items() if k != "resume_source"}
+    assert Disruption.from_dict(old).resume_source == "newest_committed"
+    assert Disruption.from_dict(old).to_dict() == old  # and is written back as it was

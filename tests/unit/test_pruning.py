@@ -4,7 +4,7 @@ The observations are the recorded status fixtures (``fixtures/status/``, what th
 API returned in each state: queued, provisioning, running, elastic, restarting, failed by a
 disruption, by the user's code, by a refused spec, succeeded), each as recorded and edited the
 ways the trigger path reads differently (suspended, elastic from the JobSet, provider and foreign
-annotations, pods gone, a rejected spec; a Kueue Workload admitted, preempted, evicted at its
+annotations, pods gone, a rejected spec, pods and Jobs of an execution before a Kueue re-admission; a Kueue Workload admitted, preempted, evicted at its
 PodsReady timeout, admitted again, past its time limit, finished, found by its label or by its
 owner only). For each, everything the trigger path decides from the JobSet, the PathwaysJob and
 the Kueue Workload is computed on the whole objects and on what the caches keep
@@ -121,18 +121,24 @@ def _top(fields: Fields) -> dict[str, Any] | None:
 
 
 def _jobs(jobset: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The child Jobs a JobSet makes for its current attempt, a worker Job counting one lost pod."""
+    """The child Jobs a JobSet makes for its current attempt, a worker Job counting one lost pod;
+    where the JobSet counts executions (KEP-1282), the first Job of each replicated job still
+    annotated with the execution before."""
     if jobset is None:
         return []
     name, attempt = jobset["metadata"]["name"], str((jobset.get("status") or {}).get("restarts", 0))
+    executions = (jobset.get("status") or {}).get("executionAttempts")
     jobs = []
     for replicated in jobset["spec"]["replicatedJobs"]:
         for index in range(int(replicated.get("replicas", 1))):
             labels = {well_known.JOBSET_NAME: name, well_known.REPLICATED_JOB: replicated["name"], well_known.RESTART_ATTEMPT: attempt}
+            annotations = {"batch.kubernetes.io/job-tracking": ""}
+            if executions is not None:
+                annotations[well_known.EXECUTION_ATTEMPT] = str(executions - (index == 0))
             jobs.append({
                 "apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": f"{name}-{replicated['name']}-{index}", "namespace": "default", "labels": labels,
-                             "annotations": {"batch.kubernetes.io/job-tracking": ""}, "creationTimestamp": "2026-11-22T07:40:46Z"},
+                             "annotations": annotations, "creationTimestamp": "2026-11-22T07:40:46Z"},
                 "spec": {"parallelism": 2, "template": replicated["template"]["spec"]["template"]},
                 "status": {"failed": int(replicated["name"] == "worker" and index == 0), "active": 1},
             })
@@ -275,6 +281,18 @@ def _rejected_spec(fields: Fields) -> None:
         fields["jobset"] = None
 
 
+def _readmitted_by_kueue(fields: Fields) -> None:
+    """Kueue evicted the JobSet and admitted it again: JobSet counts the execution (KEP-1282,
+    ``status.executionAttempts`` 1) and every other pod is still the one before's, its
+    ``execution-attempt`` annotation among those no reader needs."""
+    if fields["jobset"] is None:
+        return
+    fields["jobset"].setdefault("status", {})["executionAttempts"] = 1
+    for index, pod in enumerate(sorted(fields["pods"], key=lambda p: p["metadata"]["name"])):
+        meta = pod["metadata"]
+        meta["annotations"] = {**(meta.get("annotations") or {}), well_known.EXECUTION_ATTEMPT: str(index % 2), "example.com/note": "x"}
+
+
 def _empty_template(fields: Fields) -> None:
     if fields["pathwaysjob"] is not None:
         fields["pathwaysjob"]["spec"]["controller"]["template"] = {}
@@ -375,6 +393,7 @@ EDITS: dict[str, Callable[[Fields], None]] = {
     "head failed first": _head_failed_first,
     "rejected spec": _rejected_spec,
     "empty template": _empty_template,
+    "readmitted by Kueue": _readmitted_by_kueue,
     "Kueue admitted": _admitted,
     "Kueue admission only": _admission_only,
     "Kueue preempted": _evicted("Preempted", requeued=True),
@@ -423,6 +442,12 @@ def test_the_edits_reach_the_readers_they_are_for() -> None:
     cached = decisions(as_cached(user_rule))
     assert cached["has_the_user_error_rule"] and cached["workload_state"].cause.value == "USER_CODE"
     assert cached["children_missing_one_job_gone"] and cached["creation_failure_0.0"].startswith("rejected child Job")
+    readmitted = fixture("running_two_slices")
+    _readmitted_by_kueue(readmitted)
+    readmitted["jobs"] = _jobs(readmitted["jobset"])
+    cached = decisions(as_cached(readmitted))
+    assert cached["slices_ready"] == 0 and cached["children_missing"] and cached["workload_state"].execution_attempts == 1
+    assert all(set(pruned_pod(p)["metadata"]["annotations"]) == {well_known.EXECUTION_ATTEMPT} for p in readmitted["pods"])
 
 
 def test_the_kueue_edits_reach_the_readers_they_are_for() -> None:

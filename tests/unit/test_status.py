@@ -552,6 +552,72 @@ def test_pods_without_an_attempt_label_count_as_current():
     assert state_of("running_two_slices", unlabelled).phase is Phase.RUNNING
 
 
+EXECUTION = "jobset.sigs.k8s.io/execution-attempt"
+
+
+def executions(jobset_count: int | None, pod_count: str | None):
+    """The JobSet's ``status.executionAttempts`` and every pod's ``execution-attempt`` annotation
+    (KEP-1282; ``None``: not there, as with the gate off or before JobSet 0.13)."""
+    def edit(fields):
+        if jobset_count is not None:
+            fields["jobset"]["status"]["executionAttempts"] = jobset_count
+        for pod in fields["pods"]:
+            annotations = pod["metadata"].setdefault("annotations", {})
+            if pod_count is not None:
+                annotations[EXECUTION] = pod_count
+    return edit
+
+
+def test_pods_of_an_earlier_execution_are_not_the_current_runs():
+    """Kueue evicted the JobSet and admitted it again: ``restart-attempt`` is still 0, but the pods
+    carry the execution before it, so none of them is the new run's."""
+    before_the_eviction = state_of("running_two_slices", executions(1, "0"))
+    assert (before_the_eviction.phase, before_the_eviction.slices_ready) == (Phase.PROVISIONING, 0)
+    assert before_the_eviction.message == "waiting for the JobSet to create the pods of restart attempt 0"
+    assert before_the_eviction.execution_attempts == 1
+    after = state_of("running_two_slices", executions(1, "1"))
+    assert (after.phase, after.slices_ready, after.execution_attempts) == (Phase.RUNNING, 2, 1)
+
+
+@pytest.mark.parametrize(("jobset_count", "pod_count"), [(1, None), (None, "0"), (None, None)], ids=["pods-unannotated", "not-counted", "neither"])
+def test_without_both_counts_every_pod_of_the_restart_attempt_is_current(jobset_count, pod_count):
+    state = state_of("running_two_slices", executions(jobset_count, pod_count))
+    assert (state.phase, state.slices_ready, state.execution_attempts) == (Phase.RUNNING, 2, jobset_count)
+    assert ("execution_attempts" in state.to_dict()) is (jobset_count is not None)
+    assert WorkloadState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_a_pod_disrupted_before_kueue_evicted_and_resumed_the_jobset_does_not_excuse_the_new_runs_bug():
+    def evicted_before_the_resume(count: str | None):
+        def edit(fields):
+            stopped = copy.deepcopy(next(p for p in pods_of(fixture("failed_disruption_last_seen"), "worker") if p["status"].get("reason")))
+            stopped["metadata"]["labels"][ATTEMPT] = "0"
+            if count is not None:
+                executions(1, "1")(fields)
+                stopped["metadata"].setdefault("annotations", {})[EXECUTION] = count
+            fields["pods"].append(stopped)
+        return edit
+
+    assert state_of("failed_user_code_jobset", evicted_before_the_resume(None)).cause is FailureCause.DISRUPTION  # as before KEP-1282
+    state = state_of("failed_user_code_jobset", evicted_before_the_resume("0"))
+    assert (state.cause, state.exit_code, state.execution_attempts) == (FailureCause.USER_CODE, 3, 1)
+
+
+def test_jobs_of_an_earlier_execution_are_not_the_current_runs_and_a_past_run_is_judged_by_restart_attempt():
+    from pathways_airflow.state.workload_parts import as_of_restart, execution_attempts_of, of_current_run
+
+    jobset = {"status": {"restarts": 1, "executionAttempts": 3}}
+    jobs = [
+        {"metadata": {"name": name, "labels": {ATTEMPT: attempt}, "annotations": {EXECUTION: count} if count else {}}}
+        for name, attempt, count in (("old", "1", "2"), ("new", "1", "3"), ("unannotated", "1", None), ("restart-0", "0", "1"))
+    ]
+    assert [j["metadata"]["name"] for j in of_current_run(jobs, jobset)] == ["new", "unannotated"]
+    assert execution_attempts_of(jobset) == 3 and execution_attempts_of({"status": {}}) is None and execution_attempts_of(None) is None
+    past = as_of_restart(jobset, 0)  # which execution that run was the JobSet does not say
+    assert execution_attempts_of(past) is None
+    assert [j["metadata"]["name"] for j in of_current_run(jobs, past)] == ["restart-0"]
+
+
 def test_a_pod_being_deleted_is_not_ready():
     def worker_terminating(fields):
         pods_of(fields, "worker")[0]["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"

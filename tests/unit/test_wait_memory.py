@@ -230,7 +230,7 @@ def test_a_trigger_serialized_with_recheck_seconds_is_recreated_with_its_poll_in
         "api_outage_seconds": 1800.0,
     }
     path, kwargs = PathwaysJobTrigger(**old).serialize()
-    assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0}
+    assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0, "reads_resume": False}
     assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).serialize() == (path, kwargs)
     assert PathwaysJobTrigger(name="t", namespace="d", backend="jobset", target={}).poll_interval == POLL_INTERVAL_SECONDS["workload"]
 
@@ -348,3 +348,30 @@ def test_without_elastic_slices_a_disruption_is_judged_once_per_attempt_as_befor
     memory, _ = remembered(last_seen_running(2), disrupted, state, T0, Readings(disruption=MAINTENANCE))
     assert memory.recovering is None and memory.lost_pods_seen == frozenset()
     assert not disruption_to_classify(memory, disrupted)
+
+
+def test_a_run_after_a_resubmission_reads_where_its_program_resumed_until_it_says_then_never_again():
+    from pathways_airflow.run.wait_memory import RESUME_READ_EVERY_SECONDS, resume_log_to_read
+
+    observation, state = look("running_two_slices")
+    memory = WaitMemory.starting(None, T0, reads_resume=True)
+    head = resume_log_to_read(memory, observation, T0)
+    assert head is not None and "pathways-head" in head[0] and head[1] == "main"
+    # Not said yet (still printing its configuration): asked again only after a while.
+    memory, _ = remembered(memory, observation, state, T0, Readings(resume_log=["checkpoint manager exists so trying to load this run's existing checkpoint"]))
+    assert memory.resumed_from is None and resume_log_to_read(memory, observation, T0 + 1) is None
+    assert resume_log_to_read(memory, observation, T0 + RESUME_READ_EVERY_SECONDS) == head
+    memory, _ = remembered(memory, observation, state, T0 + 10, Readings(resume_log=["restoring from this run's directory step 24"]))
+    assert memory.resumed_from == 24 and resume_log_to_read(memory, observation, T0 + 60) is None
+    # A run nobody resubmitted, and a head not started yet, are not read.
+    assert resume_log_to_read(WaitMemory.starting(None, T0), observation, T0) is None
+    queued, _ = look("queued_waiting_for_quota")
+    assert resume_log_to_read(WaitMemory.starting(None, T0, reads_resume=True), queued, T0) is None
+
+
+def test_the_trigger_of_a_resubmitted_run_keeps_asking_for_the_resume_step_after_a_triggerer_restart():
+    trigger = PathwaysJobTrigger(name="t-a1", namespace="default", backend="pathwaysjob", target={}, reads_resume=True)
+    _, kwargs = trigger.serialize()
+    assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).reads_resume is True
+    older = {k: v for k, v in kwargs.items() if k != "reads_resume"}  # serialized before the argument existed
+    assert PathwaysJobTrigger(**older).reads_resume is False

@@ -108,6 +108,10 @@ class LocalCluster:
         ``multislice-queue`` in ``default``.
     :param slice_loss_detection: simulated seconds after a Pathways worker is lost before the
         user's program on the head fails (as JAX notices an unavailable slice).
+    :param jobset_feature_gates: the JobSet controller's feature gates to turn on, as its
+        ``--feature-gates`` flag does; each is alpha and off by default, as upstream. Known:
+        ``ExecutionAttemptsTracking`` (JobSet 0.13, KEP-1282: ``status.executionAttempts`` and the
+        ``jobset.sigs.k8s.io/execution-attempt`` annotation; see :mod:`.controllers.jobset`).
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class LocalCluster:
         history: int = 100_000,
         bookmark_interval: float = 1.0,
         slice_loss_detection: float = 30.0,
+        jobset_feature_gates: Sequence[str] = (),
     ):
         self.node_pools = list(node_pools) if node_pools is not None else default_node_pools()
         if crds is None and os.environ.get("PATHWAYS_AIRFLOW_CRDS"):
@@ -144,6 +149,7 @@ class LocalCluster:
         self._namespaces = list(namespaces)
         self._bookmark_interval = bookmark_interval
         self._slice_loss_detection = slice_loss_detection
+        self._jobset_feature_gates = tuple(jobset_feature_gates)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -223,7 +229,7 @@ class LocalCluster:
             Scheduler(self),
             self.kubelet,
             JobController(self),
-            JobSetController(self),
+            JobSetController(self, feature_gates=self._jobset_feature_gates),
             PathwaysJobController(self),
             PathwaysServers(self, detection_seconds=self._slice_loss_detection),
             KueueController(self),

@@ -12,6 +12,16 @@ JobSet 0.12's ``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts`` recreate onl
 ``RestartJob``), a Job whose ``jobset.sigs.k8s.io/job-restart-attempt`` label is below its entry is
 deleted and created again with the new value (``jobset_controller.go``), and ``maxRestarts`` is
 compared with the global and the per-Job counted restarts together (``totalRestartsCountTowardsMax``).
+
+Behind the alpha feature gate ``ExecutionAttemptsTracking`` (JobSet 0.13, off unless the cluster is
+given it: ``LocalCluster(jobset_feature_gates=("ExecutionAttemptsTracking",))``), the controller
+also counts executions as KEP-1282 designs it (``keps/1282-execution-attempts/README.md``):
+``status.executionAttempts`` goes up once per suspend → resume (Kueue evicted the JobSet and
+admitted it again, which leaves ``restart-attempt`` alone) and once per restart of every Job, never
+for a per-Job ``RestartJob``; each Job it creates or resumes, and its pod template, carries the
+count as the annotation ``jobset.sigs.k8s.io/execution-attempt``. The stand-in's API server checks
+no ``status`` against the CRD (status is left out of its schema checks), so the published JobSet
+CRD, which does not have the field yet, needs no change for it.
 """
 
 from __future__ import annotations
@@ -49,6 +59,11 @@ JOB_RESTART_ATTEMPT = f"{PREFIX}/job-restart-attempt"  # pkg/constants/constants
 JOB_KEY = f"{PREFIX}/job-key"
 COORDINATOR = f"{PREFIX}/coordinator"
 JOBSET_UID = f"{PREFIX}/jobset-uid"
+# keps/1282-execution-attempts/README.md (API Changes: ExecutionAttemptsKey; Feature Gate Disabled Behavior).
+EXECUTION_ATTEMPT = f"{PREFIX}/execution-attempt"
+EXECUTION_ATTEMPTS_TRACKING = "ExecutionAttemptsTracking"
+FEATURE_GATES = frozenset({EXECUTION_ATTEMPTS_TRACKING})
+"""The JobSet controller's feature gates the stand-in implements (all alpha, so all off by default)."""
 
 
 def job_failure(job: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -79,8 +94,12 @@ class JobSetController(Controller):
     name = "jobset-controller"
     create_retry_seconds = 5.0  # simulated seconds before a refused child Job is tried again
 
-    def __init__(self, cluster: Any):
+    def __init__(self, cluster: Any, *, feature_gates: Iterable[str] = ()):
         super().__init__(cluster)
+        unknown = set(feature_gates) - FEATURE_GATES
+        if unknown:
+            raise ValueError(f"unknown JobSet feature gates {sorted(unknown)}; known: {sorted(FEATURE_GATES)}")
+        self.feature_gates = frozenset(feature_gates)
         self.jobsets = self.kind("jobset.x-k8s.io", "v1alpha2", "jobsets")
         self.jobs = self.kind("batch", "v1", "jobs")
         self.services = self.kind("", "v1", "services")
@@ -117,6 +136,8 @@ class JobSetController(Controller):
             self._delete_when_expired(jobset)
             return
         self._ensure_service(jobset)
+        suspended = bool(spec.get("suspend"))
+        resuming = self._count_execution_attempts(jobset, status, children, suspended, now)
 
         current = [j for j in children if self._is_current(status, j)]
         stale = [j for j in children if not self._is_current(status, j)]
@@ -131,19 +152,23 @@ class JobSetController(Controller):
             self._on_child_failure(jobset, status, first, reason, message, now)
             return
 
-        suspended = bool(spec.get("suspend"))
         if self._succeeded(spec, current):
             self._finish(jobset, status, "Completed", "AllJobsCompleted", "jobset completed successfully", now)
             return
 
-        created_all = self._create_jobs(jobset, spec, attempt, current, {j["metadata"]["name"] for j in stale}, suspended)
+        execution = self._execution_annotation(status)
+        created_all = self._create_jobs(jobset, spec, attempt, current, {j["metadata"]["name"] for j in stale}, suspended, execution)
         current = [j for j in self._children(jobset) if self._is_current(status, j)]
+        if resuming:  # KEP-1282 §4: the count is persisted before any Job is unsuspended
+            jobset = self.set_status(self.jobsets, jobset, status)
         for job in current:
             if bool(job["spec"].get("suspend")) != suspended:
                 updated = copy_of(job)
                 updated["spec"]["suspend"] = suspended
                 if not suspended:
                     self._sync_pod_template(jobset, updated)
+                    self._annotate_execution(updated["metadata"], execution)
+                    self._annotate_execution(updated["spec"].setdefault("template", {}).setdefault("metadata", {}), execution)
                 updated["metadata"].pop("resourceVersion", None)
                 self.store.replace(self.jobs, updated)
         conditions = status.get("conditions") or []
@@ -200,6 +225,8 @@ class JobSetController(Controller):
         status["restarts"] = status.get("restarts", 0) + 1
         if counts:
             status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
+        if self.tracks_execution_attempts and status.get("executionAttempts") is not None:
+            status["executionAttempts"] += 1  # KEP-1282 §3: every Job recreated is a new execution
         self.event(
             jobset,
             "Restarting",
@@ -256,6 +283,52 @@ class JobSetController(Controller):
         own = labels.get(JOB_RESTART_ATTEMPT)
         return own is None or int(own) >= self._job_restarts(status, labels.get(REPLICATED_JOB_NAME, ""), int(labels.get(JOB_INDEX, "0")))
 
+    # --- execution attempts (KEP-1282, feature gate ExecutionAttemptsTracking) ---------------
+
+    @property
+    def tracks_execution_attempts(self) -> bool:
+        return EXECUTION_ATTEMPTS_TRACKING in self.feature_gates
+
+    def _count_execution_attempts(
+        self, jobset: dict[str, Any], status: dict[str, Any], children: list[dict[str, Any]], suspended: bool, now: str
+    ) -> bool:
+        """Keep ``status.executionAttempts`` as KEP-1282 §1–2 says; whether this reconcile resumes the JobSet.
+
+        ``nil`` on a JobSet that already ran (restarts, or child Jobs running: a controller upgraded
+        under it) becomes ``status.restarts``; on one that never ran, 0 once it runs (its first
+        resume, or at once when it was never suspended). Each later suspend → resume adds one, and
+        sets ``Suspended`` to False in the same status write, which makes the step happen once per
+        resume however often the reconcile runs. With the gate off the field is left as it is.
+        """
+        if not self.tracks_execution_attempts:
+            return False
+        resuming = not suspended and is_true(jobset, "Suspended")
+        executions = status.get("executionAttempts")
+        started = status.get("restarts", 0) > 0 or any(
+            not j["spec"].get("suspend") and not is_true(j, "Complete") and not is_true(j, "Failed") for j in children
+        )
+        if executions is None and started:
+            status["executionAttempts"] = status.get("restarts", 0)
+        elif executions is None and not suspended:
+            status["executionAttempts"] = 0
+        elif executions is not None and resuming:
+            status["executionAttempts"] = executions + 1
+        if resuming:
+            status["conditions"] = set_condition(status.get("conditions") or [], "Suspended", "False", "ResumeJobs", "jobset is resumed", now)
+        return resuming
+
+    def _execution_annotation(self, status: dict[str, Any]) -> str | None:
+        """The ``execution-attempt`` annotation value for this JobSet's Jobs (KEP-1282 §4: 0 while
+        the status has none); ``None`` with the gate off, which writes no annotation."""
+        if not self.tracks_execution_attempts:
+            return None
+        return str(status.get("executionAttempts") or 0)
+
+    @staticmethod
+    def _annotate_execution(metadata: dict[str, Any], execution: str | None) -> None:
+        if execution is not None:
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), EXECUTION_ATTEMPT: execution}
+
     def _finish(self, jobset: dict[str, Any], status: dict[str, Any], kind: str, reason: str, message: str, now: str) -> None:
         conditions = status.get("conditions") or []
         for other in ("StartupPolicyInProgress",):
@@ -304,8 +377,10 @@ class JobSetController(Controller):
         current: list[dict[str, Any]],
         going: set[str],
         suspended: bool,
+        execution: str | None = None,
     ) -> bool:
-        """Create the missing Jobs of this attempt; InOrder waits for the previous ones to be ready."""
+        """Create the missing Jobs of this attempt; InOrder waits for the previous ones to be ready.
+        ``execution``: their ``execution-attempt`` annotation (none with the gate off)."""
         existing = {j["metadata"]["name"]: j for j in current}
         in_order = spec.get("startupPolicy", {}).get("startupPolicyOrder") == "InOrder"
         global_index = 0
@@ -314,7 +389,8 @@ class JobSetController(Controller):
             for index, job_name in enumerate(names):
                 if job_name not in existing and job_name not in going:
                     try:
-                        self._create_job(jobset, replicated, index, global_index + index, attempt, suspended, self._job_restarts(jobset.get("status") or {}, replicated["name"], index))
+                        job_attempt = self._job_restarts(jobset.get("status") or {}, replicated["name"], index)
+                        self._create_job(jobset, replicated, index, global_index + index, attempt, suspended, job_attempt, execution)
                     except ApiError as error:
                         # JobSet's createJobs and reconcileReplicatedJobs (pkg/controllers/jobset_controller.go):
                         # a Warning event on the JobSet, and the reconcile retried with backoff.
@@ -356,13 +432,23 @@ class JobSetController(Controller):
         )
 
     def _create_job(
-        self, jobset: dict[str, Any], replicated: dict[str, Any], index: int, global_index: int, attempt: int, suspended: bool, job_attempt: int
+        self,
+        jobset: dict[str, Any],
+        replicated: dict[str, Any],
+        index: int,
+        global_index: int,
+        attempt: int,
+        suspended: bool,
+        job_attempt: int,
+        execution: str | None = None,
     ) -> None:
         meta = jobset["metadata"]
         job_name = f"{meta['name']}-{replicated['name']}-{index}"
         template = copy_of(replicated["template"])
         labels = self._labels(jobset, replicated, index, global_index, attempt, job_name, job_attempt)
         annotations = dict(labels)
+        if execution is not None:  # KEP-1282 §4 (constructJob): on the Job and on its pod template
+            annotations[EXECUTION_ATTEMPT] = execution
         coordinator = self._coordinator(jobset)
         if coordinator:
             labels[COORDINATOR] = annotations[COORDINATOR] = coordinator

@@ -20,6 +20,15 @@ Command line (MaxText ``key=value`` or ``--key value``):
   slice fails the current step, the newest step without ``commit_success`` is deleted, the program
   waits in-process until every slice is back and restores the newest committed step; the head's
   pod never restarts. Past the retries or the timeout it exits 1.
+* ``enable_multi_tier_checkpointing`` (false), ``local_checkpoint_directory``, ``local_checkpoint_period``
+  — MaxText's multi-tier checkpointing (``src/maxtext/configs/base.yml``; Orbax's
+  ``experimental/emergency`` managers): besides the GCS saves, a quick local save every
+  ``local_checkpoint_period`` steps, kept on the hosts' RAM disks and copied to peer slices, so one
+  lost slice does not lose it; a restarted run restores the newest step of either tier and logs
+  it as MaxText does (``restoring from this run's directory step N``), whatever
+  ``PATHWAYS_RESUME_*`` says. Here the local tier is kept in the GCS emulator under
+  ``<bucket>/.local-tier<local_checkpoint_directory>/<run_name>/`` (no reader of the checkpoint
+  directory lists it), standing in for the RAM disks and their peer copies.
 * ``base_output_directory`` + ``run_name`` — checkpoints go to
   ``<base_output_directory>/<run_name>/checkpoints/<step>/``; ``$PATHWAYS_CHECKPOINT_DIR``, when
   set, names that directory instead. With neither, or ``enable_checkpointing=false``, nothing is
@@ -45,7 +54,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from pathways_airflow.checkpoints import (
     COMMIT_MARKER,
@@ -89,7 +98,9 @@ class TrainingPlan:
     elastic: bool = False
     elastic_max_retries: int = 10
     elastic_timeout_seconds: float = 1800.0
-    """Why a checkpoint directory was named but will not be written, for the log."""
+    local_tier: str | None = None
+    """With multi-tier checkpointing: where the local tier of this run is kept (see the module docstring)."""
+    local_period: int = 0
 
     @classmethod
     def from_command(cls, argv: list[str], env: Mapping[str, str]) -> TrainingPlan:
@@ -127,16 +138,35 @@ class TrainingPlan:
             elastic=params.flag("elastic_enabled", False),
             elastic_max_retries=params.integer("elastic_max_retries", 10),
             elastic_timeout_seconds=float(params.integer("elastic_timeout_seconds", 1800)),
+            **_local_tier(params, checkpoint_dir, run_name),
         )
 
     @property
     def last_step(self) -> int:
         return self.steps - 1
 
+    def saves_locally_at(self, step: int) -> bool:
+        """A local-tier save is due (a GCS save at the same step makes it moot)."""
+        return self.local_tier is not None and self.local_period > 0 and step % self.local_period == 0 and not self.saves_at(step)
+
     def saves_at(self, step: int) -> bool:
         return self.checkpoint_dir is not None and (
             step % self.checkpoint_period == 0 or step == self.last_step
         )
+
+
+def _local_tier(params: Any, checkpoint_dir: str | None, run_name: str) -> dict[str, Any]:
+    """The local tier's place and period, when multi-tier checkpointing is on and there is a GCS
+    directory to put the emulator's stand-in beside; refused as MaxText refuses it without them."""
+    if not params.flag("enable_multi_tier_checkpointing", False):
+        return {}
+    local, period = params.text("local_checkpoint_directory") or "", params.integer("local_checkpoint_period", 0)
+    if not local or period < 1:
+        raise BadArgument("enable_multi_tier_checkpointing needs local_checkpoint_directory and a local_checkpoint_period > 0")
+    if checkpoint_dir is None or not is_gcs(checkpoint_dir):
+        return {}
+    bucket = checkpoint_dir.split("/", 3)[2]
+    return {"local_tier": join(f"gs://{bucket}", ".local-tier" + "/" + local.strip("/"), run_name or "run"), "local_period": period}
 
 
 def synthetic_loss(step: int, steps: int) -> float:
@@ -255,6 +285,8 @@ async def _train(ctx: ProgramContext, plan: TrainingPlan, slices: SliceView | No
     if plan.checkpoint_dir is not None:
         ctx.log("checkpoint manager exists so trying to load this run's existing checkpoint")
         restored = await newest_committed_step(ctx.gcs, plan.checkpoint_dir)
+        if plan.local_tier is not None:
+            restored = max((s for s in (restored, await newest_committed_step(ctx.gcs, plan.local_tier)) if s is not None), default=None)
         if restored is None:
             ctx.log(NO_CHECKPOINT_LINE)
         else:
@@ -285,6 +317,8 @@ async def _train(ctx: ProgramContext, plan: TrainingPlan, slices: SliceView | No
                 await _save(ctx, plan, step, loss)
             elif plan.saves_at(step):
                 await ctx.clock.sleep(plan.save_seconds)
+            elif plan.saves_locally_at(step) and is_primary_process(ctx):
+                await _save(ctx, plan, step, loss, local=True)
     except asyncio.CancelledError:
         if plan.autocheckpoint and completed is not None and plan.checkpoint_dir and is_primary_process(ctx):
             ctx.log(f"preemption reached at step {completed}: saving a checkpoint (enable_autocheckpoint)")
@@ -334,9 +368,18 @@ def is_primary_process(ctx: ProgramContext) -> bool:
     return labels.get("jobset.sigs.k8s.io/job-index", "0") == "0" and labels.get("batch.kubernetes.io/job-completion-index", "0") == "0"
 
 
-async def _save(ctx: ProgramContext, plan: TrainingPlan, step: int, loss: float) -> None:
+LOCAL_SAVE_FRACTION = 0.1
+"""A local-tier save takes this share of a GCS save's time (a RAM disk, not a bucket)."""
+
+
+async def _save(ctx: ProgramContext, plan: TrainingPlan, step: int, loss: float, *, local: bool = False) -> None:
     assert plan.checkpoint_dir is not None
-    step_dir = step_uri(plan.checkpoint_dir, step)
+    step_dir = step_uri(plan.local_tier if local and plan.local_tier else plan.checkpoint_dir, step)
+    if local:
+        await write_checkpoint(ctx, step_dir, metadata=orbax_metadata(ctx, step=step), items={"_METADATA": b"{}"},
+                               duration=plan.save_seconds * LOCAL_SAVE_FRACTION)
+        ctx.log(f"saved a local checkpoint at step {step} (multi-tier: RAM disk, copied to peers)")
+        return
     ctx.log(f"saving checkpoint for step {step} to {step_dir}")
     header = {"kind": "train_state", "step": step, "run_name": plan.run_name, "loss": round(loss, 6)}
     await write_checkpoint(

@@ -48,9 +48,9 @@ DISRUPTION_SEEN_ANNOTATION = f"{LABEL_PREFIX}/disruption-seen"
 restart attempt ``restart`` of the JobSet, before it ended."""
 
 RESTARTS_ANNOTATION = f"{LABEL_PREFIX}/restarts"
+"""A JSON list of the restarts seen (``Disruption.to_dict``), the newest :data:`MAX_KEPT`."""
 RECOVERED_ANNOTATION = f"{LABEL_PREFIX}/recovered"
 """The slice losses the program rode out itself (elastic slices), as the restarts are kept."""
-"""A JSON list of the restarts seen (``Disruption.to_dict``), the newest :data:`MAX_KEPT`."""
 MAX_KEPT = 20
 RESTART_EVIDENCE_CHARS = 200
 
@@ -92,9 +92,11 @@ def ended_by(obj: Mapping[str, Any]) -> tuple[str, list[str]] | None:
     return None if data is None else (data["verdict"], _evidence(data))
 
 
-def disruption_seen_annotation(restart: int, classification: Classification) -> dict[str, str]:
-    """The annotation recording a disruption seen during JobSet restart attempt ``restart``."""
-    data = {"restart": restart, "verdict": classification.verdict.value, "evidence": _short(classification.evidence)}
+def disruption_seen_annotation(restart: int, classification: Classification, at: float | None = None) -> dict[str, str]:
+    """The annotation recording a disruption seen during JobSet restart attempt ``restart`` (``at`` then)."""
+    data: dict[str, Any] = {"restart": restart, "verdict": classification.verdict.value, "evidence": _short(classification.evidence)}
+    if at is not None:
+        data["at"] = at
     return {DISRUPTION_SEEN_ANNOTATION: json.dumps(data)}
 
 
@@ -103,9 +105,15 @@ def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None) -> Class
 
     One of an earlier attempt says nothing of this one: the JobSet recovered from it. A
     PathwaysJob does not say which attempt its JobSet is on (``restart`` is ``None``): any counts.
+    Nor does one the program rode out (a slice loss with elastic slices, :data:`RECOVERED_ANNOTATION`):
+    the workload ran on, so it is not why it stopped later (a record older than the times, with
+    no ``at``, was one of those losses too).
     """
     data = _annotation(obj or {}, DISRUPTION_SEEN_ANNOTATION)
     if data is None or (restart is not None and data.get("restart") != restart):
+        return None
+    ridden_out = [r.time for r in restarts_written(obj, RECOVERED_ANNOTATION)]
+    if ridden_out and not (isinstance(data.get("at"), (int, float)) and data["at"] > max(ridden_out)):
         return None
     try:
         verdict = Verdict(data["verdict"])

@@ -27,8 +27,8 @@ from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
 from pathways_airflow.state.workload_parts import (
-    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, main_container_status, pods_of_current_attempt,
-    worker_job_name,
+    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, main_container_status, newest_pod_per_host,
+    pods_of_current_attempt, worker_job_name,
 )
 
 Jobs = Mapping[str, Mapping[str, Any]]
@@ -39,7 +39,9 @@ class WaitMemory:
     """What a wait keeps of its workload between looks (``writes``: not a sensor's, which watches
     a workload someone else owns). ``live_jobs``: each child Job before its deletion began (a
     failing JobSet deletes its Jobs; the counts they held then are the evidence of lost workers);
-    ``disruptions_recorded``, ``where_recorded``: the attempts whose disruption, and whose nodes, are written (each once);
+    ``disruptions_recorded``: the attempts whose disruption is written (each once); ``where_recorded``:
+    the (attempt, slice losses ridden out in it) whose nodes are written: again after each such
+    loss, as the slice runs on other nodes since;
     ``next_creation_check``: when to read the events again while child objects are missing (0: none);
     ``queued``, ``next_queue_check``: the workload's place in Kueue's queue when last read, and when
     to read it again while it is queued.
@@ -56,7 +58,7 @@ class WaitMemory:
     phase_since: float = 0.0
     said_at: float = 0.0
     disruptions_recorded: frozenset[int] = frozenset()
-    where_recorded: frozenset[int] = frozenset()
+    where_recorded: frozenset[tuple[int, int]] = frozenset()
     next_creation_check: float = 0.0
     without_jobset_since: float | None = None
     queued: QueuePlace | None = None
@@ -179,8 +181,9 @@ def recovered_known(memory: WaitMemory, observation: Observation) -> tuple[Disru
 
 
 def _slices_back(observation: Observation, state: WorkloadState) -> bool:
-    """Every slice runs again, on pods that were not disrupted (a disrupted pod may run on through its grace period)."""
-    disrupted_running = any(pod_disruption(p) and is_running_and_ready(p) for p in pods_of_current_attempt(observation))
+    """Every slice runs again, on pods that were not disrupted (a disrupted pod may run on through
+    its grace period; one a replacement took over from is history)."""
+    disrupted_running = any(pod_disruption(p) and is_running_and_ready(p) for p in newest_pod_per_host(pods_of_current_attempt(observation)))
     return state.slices_total > 0 and state.slices_ready >= state.slices_total and not disrupted_running
 
 
@@ -197,7 +200,9 @@ def recovery(
     if memory.recovering is None:
         judged = read.disruption
         if newly_disrupted(memory, observation) and judged is not None and judged.verdict.is_disruption:
-            return Disruption(now, judged.verdict.value, judged.evidence, last_step, PROGRAM_RECOVERY), recovered
+            lost = Disruption(now, judged.verdict.value, judged.evidence, last_step, PROGRAM_RECOVERY)
+            # Replacements may already run (capacity at hand): back before the next look, which an outage may delay past the end.
+            return (None, (*recovered, replace(lost, seconds_lost=0.0))) if _slices_back(observation, state) else (lost, recovered)
         return None, recovered
     if _slices_back(observation, state):
         return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
@@ -254,13 +259,17 @@ def remembered(
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
     known_recovered = recovered_known(memory, observation)
     recovering, recovered = recovery(memory, observation, state, now, read, last_step, known_recovered)
-    where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if attempt not in memory.where_recorded else None
+    # Where the workers run, and again after each slice loss the program rode out: its slice runs
+    # on other nodes since, and the old ones' comings and goings explain no later failure.
+    placement = (attempt, len(recovered))
+    lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen
+    where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if placement not in memory.where_recorded else None
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
     phases = phases_with(known, state, now)
     annotations = {
         **(where or {}),
         **(phases_annotation(phases) if [p.phase for p in phases] != [p.phase for p in known] else {}),  # at a new phase only
-        **(disruption_seen_annotation(attempt, read.disruption) if read.disruption and read.disruption.verdict.is_disruption else {}),
+        **(disruption_seen_annotation(attempt, read.disruption, now) if read.disruption and read.disruption.verdict.is_disruption else {}),
         **(restarts_annotation((*restarts, *new)) if new else {}),
         **(restarts_annotation(recovered, RECOVERED_ANNOTATION) if len(recovered) > len(known_recovered) else {}),
         **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
@@ -279,12 +288,12 @@ def remembered(
         phase_since=now if transition_line(memory.state, state) else memory.phase_since,
         said_at=now if line_to_log(memory, state, now) else memory.said_at,
         disruptions_recorded=memory.disruptions_recorded | {attempt} if read.disruption else memory.disruptions_recorded,
-        where_recorded=memory.where_recorded | {attempt} if where else memory.where_recorded,
+        where_recorded=memory.where_recorded | {placement} if where else memory.where_recorded,
         next_creation_check=(now + creation.CHECK_EVERY_SECONDS if due else memory.next_creation_check) if missing else 0.0,
         without_jobset_since=(memory.without_jobset_since or now) if top is not None and observation.jobset is None else None,
         queued=(read.queued or memory.queued) if read.queue_read else memory.queued,
         next_queue_check=now + CHECK_EVERY_SECONDS if read.queue_read else memory.next_queue_check,
-        lost_pods_seen=memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen,
+        lost_pods_seen=lost_pods,
         recovering=recovering,
         recovered=recovered,
         resumed_from=memory.resumed_from if read.resume_log is None else step_resumed_from(read.resume_log),

@@ -20,7 +20,11 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
-from pathways_airflow.state.workload_parts import head_job_name, of_current_restart_attempt, worker_job_name, worker_replicated_job
+from pathways_airflow.state.model import Observation
+from pathways_airflow.state.workload_parts import (
+    elastic_slices, head_job_name, newest_pod_per_host, of_current_restart_attempt, pods_of_current_attempt, worker_job_name,
+    worker_replicated_job,
+)
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
 NO_EVIDENCE = "no pod shows why it stopped"
@@ -252,6 +256,41 @@ def _current_pods(pods: Sequence[Mapping[str, Any]], jobset: Mapping[str, Any] |
 def _failed_on_a_disruption(job: Mapping[str, Any]) -> bool:
     failed = true_condition(job, "Failed")
     return bool(failed and failed.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in failed.get("message", ""))
+
+
+def _current_workers(observation: Observation) -> list[Mapping[str, Any]]:
+    return [p for p in pods_of_current_attempt(observation) if is_worker_job(p, observation.jobset)]
+
+
+def rode_out_slice_losses(observation: Observation) -> bool:
+    """With elastic slices, whether the program got through the slice losses of its current
+    attempt: some worker host runs on a replacement pod, and every host's newest pod has started
+    and shows no disruption. The lost pods, what a trigger saw of their loss, and the nodes the
+    workers ran on before it then explain no later failure: a later exit of the program is its
+    own, judged on the pods and nodes it runs on now (:func:`without_replaced_pods`,
+    :func:`nodes_workers_run_on`). Needs no record: the notes of a recovery may never have been
+    written (an API outage, a triggerer lost meanwhile)."""
+    workers = _current_workers(observation)
+    newest = newest_pod_per_host(workers)
+    if not elastic_slices(observation) or len(newest) == len(workers):
+        return False
+    return all((p.get("status") or {}).get("startTime") and not pod_disruption(p) for p in newest)
+
+
+def without_replaced_pods(pods: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """``pods`` less those a newer pod of the same host replaced (:func:`~pathways_airflow.state.workload_parts.newest_pod_per_host`)."""
+    kept = {id(p) for p in newest_pod_per_host(pods)}
+    return tuple(p for p in pods if id(p) in kept)
+
+
+def is_worker_job(job: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:
+    """A child Job of the slices' replicated job (:func:`~pathways_airflow.state.workload_parts.worker_job_name`)."""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job_name(jobset)
+
+
+def nodes_workers_run_on(observation: Observation) -> tuple[str, ...]:
+    """The nodes of each worker host's newest pod."""
+    return tuple(sorted({str(p["spec"]["nodeName"]) for p in newest_pod_per_host(_current_workers(observation)) if (p.get("spec") or {}).get("nodeName")}))
 
 
 def shown_without_nodes(pods: Sequence[Mapping[str, Any]], jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> bool:

@@ -30,6 +30,7 @@ from pathways_airflow.spec.render import WORKER_JOB
 from pathways_airflow.state.api_time import to_the_second
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.disruption import Classification, Verdict, node_disruption
+from pathways_airflow.state.workload_parts import newest_pod_per_host
 
 RAN_ON_ANNOTATION = f"{LABEL_PREFIX}/ran-on"
 """``{"restart": 0, "since": "2026-11-24T03:10:00Z", "nodes": ["gke-…-0", …]}``."""
@@ -46,7 +47,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int, worker_job: str = WORKER_JOB) -> dict[str, str] | None:
     """The annotation to write once every pod of the slices' replicated job (``worker_job``:
     :func:`~pathways_airflow.state.workload_parts.worker_job_name`) of attempt ``restart`` runs on a node, else ``None``."""
-    workers = [p for p in pods if (_meta(p).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job]
+    workers = newest_pod_per_host([p for p in pods if (_meta(p).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job])
     running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running" and (p.get("spec") or {}).get("nodeName")]
     if not workers or len(running) < len(workers) or any(_meta(p).get("deletionTimestamp") for p in workers):
         return None

@@ -31,6 +31,7 @@ from pathways_airflow.spec.errors import InvalidWorkloadSpec
 from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME
 from pathways_airflow.state.conditions import condition, condition_text, conditions, is_true
+from pathways_airflow.state.disruption import rode_out_slice_losses, without_replaced_pods
 from pathways_airflow.state.kueue_timeout import max_exec_time_exceeded
 from pathways_airflow.state.model import FailureCause, Observation, Phase, WorkloadState
 from pathways_airflow.state.workload_parts import (
@@ -188,7 +189,8 @@ def state_of_a_failed_jobset(observation: Observation) -> WorkloadState:
     jobset = observation.jobset or {}
     said = condition_text(condition(jobset, "Failed")) or "terminalState Failed"
     jobset_says = f"JobSet {said}"
-    evidence = disruption_evidence(pods_of_current_attempt(observation))
+    pods = pods_of_current_attempt(observation)
+    evidence = disruption_evidence(without_replaced_pods(pods) if rode_out_slice_losses(observation) else pods)  # not the losses it rode out
     if evidence:  # "reached max number of restarts" reads as a failure of ours: said only when the JobSet blamed the program
         blamed = (condition(jobset, "Failed") or {}).get("reason") != "ReachedMaxRestarts"
         return WorkloadState(

@@ -201,6 +201,19 @@ def current_attempt(observation: Observation) -> int:
     return max(attempts, default=0)
 
 
+def newest_pod_per_host(workers: Iterable[Obj]) -> list[Obj]:
+    """The pod each host runs as now: the newest of each Job's completion index. A slice whose
+    loss the program rode out runs on replacement pods, while the lost ones may linger (a deleted
+    pod's last state, or failed) beside them."""
+    newest: dict[tuple[str, str], Obj] = {}
+    for pod in workers:
+        labels = labels_of(pod)
+        host = (labels.get(well_known.JOB_NAME, ""), labels.get(well_known.JOB_COMPLETION_INDEX, name_of(pod)))
+        if host not in newest or str(metadata_of(pod).get("creationTimestamp", "")) >= str(metadata_of(newest[host]).get("creationTimestamp", "")):
+            newest[host] = pod
+    return list(newest.values())
+
+
 def pods_of_current_attempt(observation: Observation) -> list[Obj]:
     """Pods of the JobSet's current run (:func:`is_of_current_run`); without a JobSet, those of the
     newest restart attempt any pod carries, plus any pod without an attempt label."""

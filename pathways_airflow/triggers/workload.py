@@ -312,7 +312,6 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _settled_verdict(
         self, observation: model.Observation, live: wait_memory.Jobs, subscriptions: dict[str, Any], watches: dict[str, SharedWatch],
-        attempt: int | None = None,
     ) -> tuple[disruption.Classification, tuple[dict[str, Any], ...]]:
         """Why it stopped, looked at twice when the first verdict could still change (and the child
         Jobs the second look saw).
@@ -322,13 +321,13 @@ class PathwaysJobTrigger(KillableTrigger):
         arrives, and a user's bug looks like nothing at all until the head's exit code does. Both
         verdicts decide whether a slice is spent again, so the other watches get to catch up.
         """
-        classified = await self._classify(observation, live, attempt)
+        classified = await self._classify(observation, live)
         if not disruption.worth_a_second_look(classified):
             return classified, ()
         await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS, consume=False)
         await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
         again = observe(self.backend, self.name, self.namespace, watches)
-        return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs), attempt), again.jobs
+        return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs)), again.jobs
 
     async def _classify(self, observation: model.Observation, live: wait_memory.Jobs, attempt: int | None = None) -> disruption.Classification:
         """Why run ``attempt`` (numbered by in-place restarts: :func:`~pathways_airflow.state.workload_parts.current_attempt`;
@@ -337,14 +336,21 @@ class PathwaysJobTrigger(KillableTrigger):
         trigger saw during that run and wrote on the workload."""
         jobs = list({**{j["metadata"]["name"]: j for j in observation.jobs}, **live}.values())
         attempt = workload_parts.current_attempt(observation) if attempt is None else attempt
+        rode_out = disruption.rode_out_slice_losses(observation)
+        if rode_out:  # the losses it got through (lost pods, the worker Jobs' count of them, where it ran before) explain nothing now
+            observation = replace(observation, pods=disruption.without_replaced_pods(observation.pods))
+            jobs = [j for j in jobs if not disruption.is_worker_job(j, observation.jobset)]
         jobset = observation.jobset
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
             jobset = workload_parts.as_of_restart(jobset, attempt)
         proven = disruption.shown_without_nodes(observation.pods, jobs, jobset)
         nodes = await self._nodes(proven)
         top = wait_memory.top_of(observation)
-        recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
-        where = ran_on.nodes_it_ran_on(top, attempt)
+        if rode_out:
+            recorded, where = None, disruption.nodes_workers_run_on(observation)
+        else:
+            recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
+            where = ran_on.nodes_it_ran_on(top, attempt)
         if recorded is None and not where and not proven and self.backend == "pathwaysjob":
             # No failure policy: the head-first rule needs the counter-evidence, and with no
             # record of where the workers ran, the scheduler's bindings are the one left.

@@ -51,7 +51,12 @@ found its disrupted attempt failed submitted the next while a late collector lef
 running (320090)."""
 
 
-KNOWN_VIOLATIONS: dict[int, str] = {}
+KNOWN_VIOLATIONS: dict[int, str] = {
+    810013: (
+        "elastic slices: a slice loss an API outage hid entirely (the watch relisted after it, the lost pods already gone) "
+        "is missing from the result's disruptions; the worker Job's status.failed still tells, and is not read for it yet"
+    ),
+}
 """Seeds whose violation is a known, open bug: reported as xfail (and as XPASS when it does not show)."""
 
 

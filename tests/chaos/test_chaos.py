@@ -30,6 +30,9 @@ def test_scenario(chaos_cluster, chaos_seed):
             "losses_with_outages": record.losses_with_outages,
             "recomputed": record.recomputed,
             "collector_delay": scenario.collector_delay,
+            "maintenance_window": scenario.announced.policy if scenario.announced else None,
+            "elastic_slices": scenario.elastic_slices,
+            "ridden_out": record.observations.ridden_out,
             "loss_kinds": record.loss_kinds,
             "operator_seconds_lost": record.operator_seconds_lost,
             "event_kinds": sorted({e.kind for e in scenario.events}

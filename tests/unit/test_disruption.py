@@ -337,3 +337,49 @@ def test_where_the_workers_ran_is_known_only_their_nodes_vouch_against_the_head_
     verdict = classify(pods=[], nodes=[used, elsewhere], jobs=[], jobset=jobset, ran_on=[NODE_NAME, "gke-local-tpu-v5e-2x4-2-0"])
     assert verdict.verdict is not Verdict.USER_ERROR
     assert classify(pods=[], nodes=[elsewhere], jobs=[], jobset=jobset, ran_on=[NODE_NAME]).verdict is not Verdict.USER_ERROR  # its node is gone
+
+
+# --- slice losses the program rode out (elastic slices) -----------------------------------------
+
+def _elastic_after_a_loss(replacement_phase: str = "Running", replacement_disrupted: bool = False):
+    """The recorded elastic PathwaysJob with slice 1's pods lost (DisruptionTarget, their nodes shut
+    down) and replaced by newer pods of the same hosts; slice 2 running too."""
+    import json
+    from pathlib import Path
+
+    from pathways_airflow.state.model import Observation
+
+    fields = json.loads((Path(__file__).parent / "fixtures" / "status" / "running_elastic_two_of_three.json").read_text())["observation"]
+    pods = []
+    for pod in fields["pods"]:
+        pod = copy.deepcopy(pod)
+        if "-worker-2-" in pod["metadata"]["name"]:
+            pod["status"].update(phase="Running", startTime="2026-11-22T07:40:55Z")
+            pod["spec"]["nodeName"] = "gke-local-tpu-v5e-2x4-2-" + pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+        pods.append(pod)
+        if "-worker-1-" in pod["metadata"]["name"]:
+            pod["status"]["conditions"] = [*pod["status"].get("conditions", []), {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
+            new = copy.deepcopy(pod)
+            new["metadata"].update(name=pod["metadata"]["name"] + "-new", creationTimestamp="2026-11-22T07:50:00Z")
+            new["status"] = {"phase": replacement_phase, "startTime": "2026-11-22T07:50:05Z" if replacement_phase == "Running" else None,
+                             "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}] if replacement_disrupted else []}
+            new["spec"] = {**pod["spec"], "nodeName": "spare-" + pod["spec"]["nodeName"]}
+            pods.append(new)
+    return Observation(**{**fields, "pods": tuple(pods), "jobs": tuple(fields.get("jobs") or ())})
+
+
+def test_a_program_that_rode_out_its_slice_loss_is_judged_on_the_pods_and_nodes_it_runs_on_now():
+    from pathways_airflow.state.disruption import nodes_workers_run_on, rode_out_slice_losses, without_replaced_pods
+    from pathways_airflow.state.status import workload_state
+
+    observation = _elastic_after_a_loss()
+    assert rode_out_slice_losses(observation)
+    kept = {p["metadata"]["name"] for p in without_replaced_pods(observation.pods)}
+    assert not any(n.startswith("elastic-worker-1-") and not n.endswith("-new") for n in kept)
+    assert {"elastic-worker-1-0-l553m-new", "elastic-worker-1-1-6hoh3-new", "elastic-pathways-head-0-0-8xtlz"} <= kept
+    running_now = {p["spec"]["nodeName"] for p in observation.pods if "-worker-" in p["metadata"]["name"] and p["metadata"]["name"] in kept}
+    assert set(nodes_workers_run_on(observation)) == running_now and sum(n.startswith("spare-") for n in running_now) == 2
+    assert workload_state(observation).phase.value == "RUNNING"
+    # Not ridden out: the replacements have not started, or were disrupted in turn.
+    assert not rode_out_slice_losses(_elastic_after_a_loss("Pending"))
+    assert not rode_out_slice_losses(_elastic_after_a_loss(replacement_disrupted=True))

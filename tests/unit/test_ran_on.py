@@ -53,6 +53,25 @@ def test_the_nodes_are_written_once_every_worker_runs_with_the_last_start():
     assert where_workers_run([head], 0) is None
 
 
+def test_after_a_slice_loss_ridden_out_the_workers_run_where_their_replacement_pods_run():
+    """The lost slice's pod lingers (a deleted pod's last state, still Running on the old node):
+    each worker host counts as its newest pod, so the record names the new node and start."""
+    def host(name: str, index: str, node_name: str, created: str, started: str) -> dict:
+        found = pod(name, "worker", node_name, started=started)
+        found["metadata"]["creationTimestamp"] = created
+        found["metadata"]["labels"].update({"batch.kubernetes.io/job-name": "t-worker-0", "batch.kubernetes.io/job-completion-index": index})
+        return found
+
+    lost = host("w-0-old", "0", "node-a", "2026-11-24T03:10:00Z", STARTED)
+    replacement = host("w-0-new", "0", "spare-a", "2026-11-24T03:20:00Z", "2026-11-24T03:20:07Z")
+    other = host("w-1", "1", "node-b", "2026-11-24T03:10:00Z", STARTED)
+    written = json.loads(where_workers_run([lost, replacement, other], 0)[RAN_ON_ANNOTATION])
+    assert written == {"restart": 0, "since": "2026-11-24T03:20:07Z", "nodes": ["node-b", "spare-a"]}
+    pending = host("w-0-new", "0", None, "2026-11-24T03:20:00Z", "")
+    pending["status"]["phase"] = "Pending"
+    assert where_workers_run([lost, pending, other], 0) is None  # not until the replacement runs
+
+
 def test_a_node_it_ran_on_that_went_down_and_came_back_is_a_disruption():
     workload = {"metadata": {"annotations": where_workers_run([pod("w-0", "worker", "node-a")], 0)}}
     healthy = [node("node-a"), node("node-b", ready_since="2026-11-24T03:20:00Z")]

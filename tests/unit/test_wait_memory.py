@@ -89,7 +89,7 @@ def test_a_first_look_writes_where_the_workers_run_and_a_look_with_nothing_new_w
     assert json.loads(notes.pop(PHASES_ANNOTATION)) == [{"at": T0 + 1, "phase": "RUNNING", "slices_ready": 2, "slices_total": 2}]
     assert notes == {}
     assert first.phases == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),) and first.running_since == T0 + 1
-    assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({0}))
+    assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({(0, 0)}))
 
     second, again = remembered(first, observation, state, T0 + 2)
     assert again == {}
@@ -134,7 +134,7 @@ def test_a_disruption_seen_is_written_at_once_and_judged_once_per_attempt():
     assert disruption_to_classify(start, observation)
     lost = Classification(Verdict.MAINTENANCE, state.evidence)
     memory, notes = remembered(start, observation, state, T0 + 1, Readings(disruption=lost))
-    assert json.loads(notes[DISRUPTION_SEEN_ANNOTATION]) == {"restart": 0, "verdict": "MAINTENANCE", "evidence": list(state.evidence)}
+    assert json.loads(notes[DISRUPTION_SEEN_ANNOTATION]) == {"restart": 0, "verdict": "MAINTENANCE", "evidence": list(state.evidence), "at": T0 + 1}
     assert not disruption_to_classify(memory, observation)
     assert disruption_seen(top_of(carrying(observation, notes)), 0).verdict is Verdict.MAINTENANCE
 
@@ -375,3 +375,22 @@ def test_the_trigger_of_a_resubmitted_run_keeps_asking_for_the_resume_step_after
     assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).reads_resume is True
     older = {k: v for k, v in kwargs.items() if k != "reads_resume"}  # serialized before the argument existed
     assert PathwaysJobTrigger(**older).reads_resume is False
+
+
+def test_a_slice_loss_the_program_rode_out_explains_no_later_failure_of_the_same_attempt():
+    """With elastic slices a loss is seen (and written) during the attempt; once the program has
+    ridden it out, a later exit of the program is judged on its own: the seen loss, and the nodes
+    the slice ran on before it, are no evidence for it. A loss seen after the recovery still is."""
+    from pathways_airflow.run.annotations import RECOVERED_ANNOTATION, disruption_seen_annotation, restarts_annotation
+    from pathways_airflow.run.records import PROGRAM_RECOVERY
+
+    observation, _ = look("running_elastic_two_of_three")
+    lost = Classification(Verdict.SLICE_FAILURE, ("pod w-1-0: DisruptionTarget (DeletionByPodGC)",))
+    ridden = Disruption(T0 + 5, "SLICE_FAILURE", lost.evidence, 12, PROGRAM_RECOVERY, seconds_lost=30.0)
+    seen_then = {**disruption_seen_annotation(0, lost, T0 + 5), **restarts_annotation([ridden], RECOVERED_ANNOTATION)}
+    assert disruption_seen(top_of(carrying(observation, seen_then)), None) is None
+    before_the_times = {**disruption_seen_annotation(0, lost), **restarts_annotation([ridden], RECOVERED_ANNOTATION)}
+    assert disruption_seen(top_of(carrying(observation, before_the_times)), None) is None
+    seen_since = {**disruption_seen_annotation(0, lost, T0 + 60), **restarts_annotation([ridden], RECOVERED_ANNOTATION)}
+    assert disruption_seen(top_of(carrying(observation, seen_since)), None).verdict is Verdict.SLICE_FAILURE
+    assert disruption_seen(top_of(carrying(observation, disruption_seen_annotation(0, lost, T0 + 5))), None).verdict is Verdict.SLICE_FAILURE

@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowTaskTimeout, TaskDeferred
 
-from pathways_airflow.hooks.pathways import AsyncPathwaysHook
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.operators import PathwaysJobOperator
 from pathways_airflow.spec import build_workload, render
 from pathways_airflow.spec.render import JobSetFailurePolicy
@@ -33,10 +33,12 @@ from pathways_airflow.operators.workload import STATE_KEY
 from pathways_airflow.spec import TaskIdentity
 from pathways_airflow.spec.names import TASK_KEY_LABEL
 from pathways_airflow.run.submission import finished_as
+from pathways_airflow.triggers.slices import MaintenancePassedTrigger
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
+from pathways_airflow_testing.nodes import ACTIVE_MAINTENANCE_LABEL, PERFORM_MAINTENANCE_LABEL, SCHEDULED_MAINTENANCE_LABEL
 
 from tests.support.chaos.invariants import Observations, Pace, extra_time_lost, recomputed_seconds, resubmissions
-from tests.support.chaos.plan import DISRUPTIONS, SPEED, Event, Plan
+from tests.support.chaos.plan import DISRUPTIONS, SPEED, TPU_POOLS, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
 BUCKET = "pathways-demo"
@@ -52,6 +54,13 @@ NODEPOOL = "cloud.google.com/gke-nodepool"
 STEP_LINE = re.compile(r"completed step: (\d+),")
 RESTORED_LINE = re.compile(r"restoring from this run's directory step (\d+)")
 USER_FAILURE_LINE = "failing as PATHWAYS_TESTING_FAIL_AT_STEP"
+CLEAN_SLICES_LIMIT = 20.0
+"""Real seconds the TPU slices get to be free of maintenance around a scenario that announces some."""
+TRIGGERS = {
+    "pathways_airflow.triggers.workload.PathwaysJobTrigger": PathwaysJobTrigger,
+    "pathways_airflow.triggers.slices.MaintenancePassedTrigger": MaintenancePassedTrigger,
+}
+"""The triggers the task may defer to: the workload's wait, and the wait for announced maintenance to pass."""
 KINDS = {
     "pathwaysjob": ("pathways-job.pathways.domain/v1", "PathwaysJob"),
     "jobset": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
@@ -97,6 +106,8 @@ class Scenario:
         self.api_down: list[tuple[float, float]] = []  # (virtual start, end) of each sustained outage
         self.live_samples: list[tuple[float, dict[str, list[str]]]] = []
         self.running_samples: list[tuple[float, list[str]]] = []
+        self.pool_samples: list[tuple[float, bool, dict[str, str]]] = []
+        self.announced_nodes: tuple[str, ...] = ()
         self.attempts_seen: dict[str, int] = {}
         self.kill_requested = False
         self.stuck = False
@@ -125,9 +136,11 @@ class Scenario:
             command=[
                 "python3", "-m", "MaxText.train", f"base_output_directory=gs://{BUCKET}/chaos", f"run_name={self.run_name}",
                 f"steps={plan.steps}", f"checkpoint_period={plan.checkpoint_period}",
+                *(["elastic_enabled=true"] if plan.elastic_slices else []),
             ],
             env=env,
             max_restarts=plan.max_restarts,
+            **elastic_parameters(plan),
             termination_grace_period_seconds=plan.grace_seconds,
             queue_name="multislice-queue" if plan.queued else None,
         )
@@ -138,6 +151,8 @@ class Scenario:
             max_disruptions=plan.max_disruptions,
             execution_timeout=dt.timedelta(seconds=plan.timeout_seconds) if plan.timeout_seconds else None,
         )
+        if plan.announced is not None:
+            task |= dict(expected_duration=dt.timedelta(seconds=plan.announced.expected_duration), maintenance_window=plan.announced.policy)
         if plan.manifest:
             return PathwaysJobOperator(**task, manifest=users_manifest(self.identity.task_id, plan.backend, workload))
         return PathwaysJobOperator(**task, **workload, backend=plan.backend)
@@ -152,6 +167,8 @@ class Scenario:
 
     def run(self) -> Record:
         started = time.time()
+        if self.plan.announced is not None:
+            self._announce_maintenance()
         if self.plan.collector_delay:
             self.cluster.slow_garbage_collector(self.plan.collector_delay)
         for event in self.plan.events:
@@ -184,6 +201,8 @@ class Scenario:
             leftovers = self._settle()  # under the late collector too: the task's own deletes must not need it
         finally:
             self.cluster.slow_garbage_collector(0)
+            if self.plan.announced is not None:
+                self._end_announced_maintenance()
         progress, restored, user_failures = self._read_logs()
         commits = self._commits()
         pace = Pace(self.plan.step_seconds, self.plan.save_seconds, self.plan.checkpoint_period, self.plan.steps - 1)
@@ -206,6 +225,12 @@ class Scenario:
             attempts_seen=dict(self.attempts_seen),
             user_failures=tuple(user_failures),
             restored_steps=tuple(restored),
+            ridden_out=sum(1 for _, kind in self.disruption_times if kind.endswith(RIDDEN_OUT)),
+            maintenance_window=self.plan.announced.policy if self.plan.announced else None,
+            announced_pools=self.plan.announced.pools if self.plan.announced else (),
+            announced_nodes=self.announced_nodes,
+            pool_samples=tuple(self.pool_samples),
+            remembers_earlier_tries=self.plan.state_store or self.tries == 1,
         )
         return Record(
             observations=observations,
@@ -253,7 +278,7 @@ class Scenario:
                 deferral = deferred
             except (Exception, AirflowTaskTimeout) as error:
                 return type(error).__name__, None, error
-            if self.plan.crash_after_submit and not crashed_after_submit:
+            if self.plan.crash_after_submit and not crashed_after_submit and isinstance(deferral.trigger, PathwaysJobTrigger):
                 # The worker dies after submitting, before the deferral is recorded: a new try.
                 crashed_after_submit = True
                 self.fired.append("crash_after_submit")
@@ -282,15 +307,15 @@ class Scenario:
 
     def _await_trigger(self, trigger) -> tuple[str, dict | None]:
         classpath, kwargs = trigger.serialize()
-        assert classpath == "pathways_airflow.triggers.workload.PathwaysJobTrigger", classpath
+        assert classpath in TRIGGERS, classpath
         kwargs = json.loads(json.dumps(kwargs))  # what the triggerer reads back from the database
         while True:
-            verdict, payload = asyncio.run(self._trigger_session(PathwaysJobTrigger(**kwargs)))
+            verdict, payload = asyncio.run(self._trigger_session(TRIGGERS[classpath](**kwargs)))
             if verdict == "restart":
                 continue
             return verdict, payload
 
-    async def _trigger_session(self, trigger: PathwaysJobTrigger):
+    async def _trigger_session(self, trigger: PathwaysJobTrigger | MaintenancePassedTrigger):
         events = trigger.run()
         task = asyncio.ensure_future(events.__anext__())
         try:
@@ -343,6 +368,10 @@ class Scenario:
                 self.attempts_seen.setdefault(name, self.names.get(name, -1))
             by_kind[kind] = [o["metadata"]["name"] for o in items if not o["metadata"].get("deletionTimestamp") and finished_as(o) is None]
         self.live_samples.append((now, by_kind))
+        if self.plan.announced is not None:
+            # Read after the workloads: a workload seen beside a pool not yet clean existed while that maintenance had not passed.
+            exists = bool(top or jobsets)
+            self.pool_samples.append((now, exists, self._maintenance_states(self.plan.announced.pools)))
         pods = [p for p in self.cluster.list("v1", "Pod", NAMESPACE) if (p["metadata"].get("labels") or {}).get(JOBSET_NAME) in self.names]
         running = sorted({p["metadata"]["labels"][JOBSET_NAME] for p in pods if (p.get("status") or {}).get("phase") == "Running"})
         self.running_samples.append((now, running))
@@ -385,7 +414,9 @@ class Scenario:
         if not self._node_pools:
             self._node_pools = {n["metadata"]["name"]: n["metadata"]["labels"].get(NODEPOOL, "") for n in self.cluster.list("v1", "Node", None)}
         workers = self.cluster.list("v1", "Pod", NAMESPACE, labels={JOBSET_NAME: workload, REPLICATED_JOB: "worker"})
-        pools = sorted({self._node_pools.get(p["spec"].get("nodeName"), "") for p in workers if p["spec"].get("nodeName")} - {""})
+        # Where its slices run now: a lost slice's pods linger failed on the pool it lost.
+        live = [p for p in workers if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")]
+        pools = sorted({self._node_pools.get(p["spec"]["nodeName"], "") for p in live} - {""})
         if not pools:
             raise RuntimeError(f"{workload} has no worker on a node")
         return pools[index % len(pools)]
@@ -398,7 +429,7 @@ class Scenario:
         try:
             if event.kind in DISRUPTIONS:
                 pool = self._slice_of(workload, args.pop("slice", 0))
-                self.disruption_times.append((cluster.clock.now(), event.kind))
+                self.disruption_times.append((cluster.clock.now(), event.kind + (RIDDEN_OUT if self.plan.elastic_slices else "")))
                 getattr(cluster, event.kind)(pool, wait=False, **args)
                 self.fired.append(f"{event.describe()} on {pool} ({workload})")
                 return
@@ -431,6 +462,54 @@ class Scenario:
             self.fired.append(f"{event.describe()} ({workload})")
         except Exception as error:
             self.fired.append(f"{event.describe()} FAILED to fire: {type(error).__name__}: {error}")
+
+    # --- announced maintenance ----------------------------------------------------------------
+
+    def _nodes_by_pool(self) -> dict[str, list[dict[str, Any]]]:
+        pools: dict[str, list[dict[str, Any]]] = {}
+        for node in self.cluster.list("v1", "Node", None):
+            pools.setdefault((node["metadata"].get("labels") or {}).get(NODEPOOL, ""), []).append(node)
+        return pools
+
+    def _maintenance_states(self, pools: tuple[str, ...]) -> dict[str, str]:
+        """Each pool's maintenance as its nodes' labels say: ``under`` way, ``started`` (a manual
+        start asked, not begun), ``announced``, or ``clean``."""
+        nodes = self._nodes_by_pool()
+        return {pool: maintenance_state(nodes.get(pool, [])) for pool in pools}
+
+    def _wait_for_clean_slices(self, pools: tuple[str, ...]) -> None:
+        """No maintenance announced or under way on ``pools``: what an earlier scenario's maintenance
+        left must not be mistaken for this one's announcement, nor this one's strike a later scenario."""
+        deadline = time.monotonic() + CLEAN_SLICES_LIMIT
+        while set(self._maintenance_states(pools).values()) != {"clean"}:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"maintenance still on the TPU slices after {CLEAN_SLICES_LIMIT:g} s: {self._maintenance_states(pools)}")
+            time.sleep(0.1)
+
+    def _announce_maintenance(self) -> None:
+        """GKE announces the plan's maintenance on its slices; the task starts once every node says so."""
+        announced = self.plan.announced
+        assert announced is not None
+        self._wait_for_clean_slices(TPU_POOLS)
+        for pool in announced.pools:
+            self.cluster.maintenance(pool, notice=announced.notice, duration=announced.duration, wait=False)
+        deadline = time.monotonic() + CLEAN_SLICES_LIMIT
+        while set(self._maintenance_states(announced.pools).values()) != {"announced"}:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the announcement did not reach the nodes: {self._maintenance_states(announced.pools)}")
+            time.sleep(0.05)
+        nodes = self._nodes_by_pool()
+        self.announced_nodes = tuple(sorted(n["metadata"]["name"] for p in announced.pools for n in nodes[p]))
+        self.fired.append(f"announced maintenance on {', '.join(announced.pools)} ({announced.policy})")
+
+    def _end_announced_maintenance(self) -> None:
+        """Maintenance still only announced (``ignore``, or a task ended before starting it) is
+        started by hand, as an operator would, and waited out: it must not strike a later scenario."""
+        for pool, state in self._maintenance_states(self.plan.announced.pools).items():
+            if state == "announced":
+                for node in self._nodes_by_pool()[pool]:
+                    PathwaysHook().start_node_maintenance(node["metadata"]["name"])
+        self._wait_for_clean_slices(self.plan.announced.pools)
 
     # --- after the task ---------------------------------------------------------------------
 
@@ -496,6 +575,31 @@ class Scenario:
                 commits[int(parts[0])] = blob.time_created.timestamp()
             blob.delete()  # read once: the session's bucket holds only the running scenario's checkpoints
         return commits
+
+
+RIDDEN_OUT = " (ridden out)"
+"""Appended to a disruption's kind when the plan's program rides slice losses out (elastic slices)."""
+
+
+def elastic_parameters(plan: Plan) -> dict[str, Any]:
+    """The workload parameters of elastic slices, when the plan has them (none otherwise, so every
+    other plan's workload is the one it always was)."""
+    if not plan.elastic_slices:
+        return {}
+    return {"elastic_slices": plan.elastic_slices, "max_slice_restarts": plan.max_slice_restarts}
+
+
+def maintenance_state(nodes: list[dict[str, Any]]) -> str:
+    """A slice's maintenance from its nodes' labels: ``under`` way, ``started`` (asked to start now,
+    not begun), ``announced``, or ``clean`` (none, or passed: the cluster clears all three labels)."""
+    labels = [n["metadata"].get("labels") or {} for n in nodes]
+    if any(ACTIVE_MAINTENANCE_LABEL in x for x in labels):
+        return "under"
+    if any(x.get(PERFORM_MAINTENANCE_LABEL) == "true" for x in labels):
+        return "started"
+    if any(SCHEDULED_MAINTENANCE_LABEL in x for x in labels):
+        return "announced"
+    return "clean"
 
 
 def users_manifest(name: str, backend: str, workload: dict[str, Any]) -> dict[str, Any]:

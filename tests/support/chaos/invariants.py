@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from pathways_airflow.run.records import IN_PLACE, PROGRAM_RECOVERY
+
 COMMIT_SKEW = 0.05
 """Real seconds of clock difference allowed between the GCS emulator's object times and ours."""
 VISIBLE_AFTER = 1.0
@@ -43,11 +45,26 @@ class Observations:
     """(attempt, head pod) of each run whose program failed with the planted user error."""
     restored_steps: Sequence[tuple[int, float]] = ()
     """(step, real time) of each ``restoring from this run's directory step N`` a training run logged."""
+    ridden_out: int = 0
+    """Slice losses set off on a workload with elastic slices whose program rides them out."""
+    maintenance_window: str | None = None
+    """The task's ``maintenance_window`` when maintenance was announced before it started, else ``None``."""
+    announced_pools: Sequence[str] = ()
+    """The slices (node pools) maintenance was announced on before the task started."""
+    announced_nodes: Sequence[str] = ()
+    """Their nodes."""
+    pool_samples: Sequence[tuple[float, bool, Mapping[str, str]]] = ()
+    """(real time, whether any workload of the task existed, {announced pool: ``announced`` |
+    ``started`` | ``under`` | ``clean``}) as sampled, the pools read after the workloads."""
+    remembers_earlier_tries: bool = True
+    """The task ran one try, or kept its state in a state store: what an earlier try did (e.g. wait
+    for maintenance) can reach the result. Without a store, Airflow clears a try's XComs for the next."""
 
 
 def resubmissions(disruptions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The disruptions the operator answered with a new workload (not a JobSet's own restart)."""
-    return [d for d in disruptions if d.get("handled_by") != "JobSet restart"]
+    """The disruptions the operator answered with a new workload: not a JobSet's own restart, nor a
+    slice loss the program rode out (elastic slices)."""
+    return [d for d in disruptions if d.get("handled_by") not in IN_PLACE]
 
 
 def at_most_one_live_workload(obs: Observations) -> list[str]:
@@ -141,6 +158,77 @@ def disruption_budget_respected(obs: Observations) -> list[str]:
     return found
 
 
+def slice_losses_ridden_out_stay_in_place(obs: Observations) -> list[str]:
+    """With elastic slices, every slice loss is the program's to ride out: no new workload (one
+    workload name throughout), none resubmitted, and a succeeded task records each one as ridden
+    out by the program. (Counting none against ``max_disruptions`` is the truth's: the plan's budget
+    may be short of the losses, and the task must still succeed.)"""
+    if not obs.ridden_out:
+        return []
+    found = []
+    later = sorted(name for name, attempt in obs.attempts_seen.items() if attempt > 0)
+    if later:
+        found.append(f"{obs.ridden_out} slice loss(es) the program rides out, yet new workloads were submitted: {', '.join(later)}")
+    if resubmissions(obs.disruptions):
+        found.append(f"{len(resubmissions(obs.disruptions))} resubmission(s) recorded for slice losses the program rides out")
+    if obs.result is not None:
+        recorded = [d for d in obs.result.get("disruptions") or () if d.get("handled_by") == PROGRAM_RECOVERY]
+        if len(recorded) != obs.ridden_out:
+            found.append(f"{obs.ridden_out} slice loss(es) ridden out, {len(recorded)} recorded as the program's in the result")
+    return found
+
+
+def announced_maintenance_minded(obs: Observations) -> list[str]:
+    """Maintenance announced before the task started is handled as its ``maintenance_window`` says:
+    ``start_now`` and ``wait`` submit nothing before it has passed on every announced slice (only
+    ``start_now`` starts it, on every node of them), ``ignore`` submits while it is still only
+    announced and never starts it; a succeeded task's ``maintenance`` says the policy and what it did
+    (unless a later try without a state store completed it: it cannot know)."""
+    policy = obs.maintenance_window
+    if policy is None:
+        return []
+    found: list[str] = []
+    first = next(((when, pools) for when, exists, pools in obs.pool_samples if exists), None)
+    if first is None and obs.outcome == "success":
+        found.append("the task succeeded, yet no workload of it was ever seen")
+    if policy in ("start_now", "wait") and first is not None and set(first[1].values()) != {"clean"}:
+        # Only the first workload is judged: the plan's own disruptions may later strike an announced slice again.
+        pending = ", ".join(f"{p}: {s}" for p, s in sorted(first[1].items()) if s != "clean")
+        found.append(f"maintenance_window={policy!r}: a workload existed at {first[0]:.2f} before the maintenance had passed ({pending})")
+    if policy != "start_now":
+        started = next(((when, p) for when, _, pools in obs.pool_samples for p, s in pools.items() if s == "started"), None)
+        if started is not None:
+            found.append(f"maintenance_window={policy!r}: the maintenance of {started[1]} was started by hand at {started[0]:.2f}")
+    if policy == "ignore" and first is not None and set(first[1].values()) != {"announced"}:
+        found.append(f"maintenance_window='ignore': the first workload came at {first[0]:.2f}, only once the maintenance was {first[1]}")
+    if obs.result is not None and obs.remembers_earlier_tries:
+        found += _maintenance_record_problems(obs, policy, obs.result.get("maintenance"))
+    return found
+
+
+def _maintenance_record_problems(obs: Observations, policy: str, record: Mapping[str, Any] | None) -> list[str]:
+    """What the result's ``maintenance`` must say: the policy, the announced slices, the nodes started, the slices waited for."""
+    if not record:
+        return [f"maintenance_window={policy!r} with maintenance announced, yet the result has no maintenance record"]
+    found = []
+    if record.get("policy") != policy:
+        found.append(f"the result's maintenance policy is {record.get('policy')!r}, the task's {policy!r}")
+    announced = set(record.get("announced") or ())
+    # With ``wait`` a near maintenance may have begun by itself before the task first looked: then it
+    # is one under way, waited for but not listed as announced.
+    if announced != set(obs.announced_pools) and not (policy == "wait" and announced < set(obs.announced_pools)):
+        found.append(f"the result's maintenance announced {sorted(announced)}, it was on {sorted(obs.announced_pools)}")
+    started = sorted(record.get("started_on") or ())
+    if started != (sorted(obs.announced_nodes) if policy == "start_now" else []):
+        found.append(f"maintenance_window={policy!r} started the maintenance of {started or 'no node'}")
+    waited = set(record.get("waited_for") or ())
+    if policy == "ignore" and waited:
+        found.append(f"maintenance_window='ignore' waited for {sorted(waited)}")
+    if policy != "ignore" and not set(obs.announced_pools) <= waited:
+        found.append(f"maintenance_window={policy!r} waited for {sorted(waited)}, not for every announced slice {sorted(obs.announced_pools)}")
+    return found
+
+
 CHECKERS: tuple[Callable[[Observations], list[str]], ...] = (
     at_most_one_live_workload,
     at_most_one_running_workload,
@@ -149,6 +237,8 @@ CHECKERS: tuple[Callable[[Observations], list[str]], ...] = (
     checkpoints_never_partial,
     user_errors_never_resubmitted,
     disruption_budget_respected,
+    slice_losses_ridden_out_stay_in_place,
+    announced_maintenance_minded,
 )
 
 

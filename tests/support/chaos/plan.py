@@ -5,13 +5,17 @@ at it and when (each event fires once the live training has completed a given st
 truth: how the task must end. Combinations whose truth would depend on a timing race (a user
 failure while a disruption is still landing, a kill during a resubmission, a disruption budget
 that a task retry could reset) are never generated, so every invariant can be strict.
+
+Features added after seeds were in use are drawn from random streams of their own
+(``f"{seed}/<feature>"``), after everything else: each earlier seed keeps every draw it had and at
+most gains the feature (tests/chaos/test_invariants.py holds old seeds' plans to that).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 SPEED = 60.0
@@ -34,6 +38,16 @@ DEFERRED_ONLY = ("trigger_restart", "retry")
 TRUTHS = ("success", "UserCodeError", "DisruptionBudgetExhausted", "killed", "AirflowTaskTimeout")
 USER_EXIT_CODES = (1, 2, 3, 17)
 """Exit codes outside xpk's system set (42, 127–255): a deterministic bug on both backends."""
+MAINTENANCE_WINDOWS = ("start_now", "wait", "ignore")
+DAY = 86_400
+EXPECTED_DURATION = 30 * DAY
+"""The ``expected_duration`` (seconds) of a run facing announced maintenance. The operator reads the
+announced time (the cluster's clock, 60× the wall clock since the session began) against the wall
+clock, so "inside the run" must hold however far the cluster's clock has run ahead: 30 days cover
+a session of twelve hours."""
+FAR_NOTICE = 10 * DAY
+"""Notice of maintenance that will not begin by itself while the scenario runs (hours of real
+time away), yet is inside the run: only a manual start (``start_now``) brings it on."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,27 @@ class Event:
         extra = ", ".join(f"{k}={v!r}" for k, v in self.args)
         when = f"step {self.at_step}" + (f" +{self.delay:.2f}s" if self.delay else "")
         return f"{self.kind}@{when}" + (f"({extra})" if extra else "")
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """Maintenance GKE announces on some slices before the task starts, and what the task is told
+    to do about it (``expected_duration=``, ``maintenance_window=``)."""
+
+    policy: str
+    pools: tuple[str, ...]
+    notice: int
+    """Simulated seconds from the announcement to the maintenance's own start."""
+    duration: int
+    """Simulated seconds the maintenance keeps a slice down once it has begun."""
+    expected_duration: int = EXPECTED_DURATION
+
+    def describe(self) -> str:
+        notice = f"{self.notice // DAY} days" if self.notice >= DAY else f"{self.notice}s"
+        return (
+            f"  announced maintenance: {', '.join(self.pools)} in {notice} for {self.duration}s; "
+            f"expected_duration={self.expected_duration // DAY} days, maintenance_window={self.policy!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,18 @@ class Plan:
     """The task is given its workload as a manifest (``manifest=``), as a user with a gcluster or xpk
     file would, instead of the spec parameters: a quarter of the seeds, chosen without the draw's
     random stream so every other seed's plan stays as it was."""
+    announced: Announcement | None = None
+    """Maintenance announced before the task starts (:func:`_announced_maintenance`)."""
+    elastic_slices: int = 0
+    """Slices the workload may run without (``elastic_slices=``), its program run with
+    ``elastic_enabled=true``: every slice loss is ridden out in place (:func:`_elastic`)."""
+    max_slice_restarts: int | None = None
+    """With elastic slices: enough worker restarts for every slice loss of the plan to land on one slice."""
+
+    @property
+    def ridden_out(self) -> int:
+        """Slice losses the program rides out: every one of an elastic plan, none otherwise."""
+        return sum(1 for e in self.events if e.kind in DISRUPTIONS) if self.elastic_slices else 0
 
     def describe(self) -> str:
         lines = [
@@ -106,6 +153,13 @@ class Plan:
             "  events: " + ("; ".join(e.describe() for e in self.events) or "none"),
             f"  truth: {self.expected} (counted disruptions {self.counted_disruptions})",
         ]
+        if self.announced is not None:
+            lines.append(self.announced.describe())
+        if self.elastic_slices:
+            lines.append(
+                f"  elastic: elastic_slices={self.elastic_slices}, max_slice_restarts={self.max_slice_restarts}, "
+                f"elastic_enabled=true; slice losses ridden out: {self.ridden_out}"
+            )
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -265,7 +319,7 @@ def plan(seed: int) -> Plan:
 
     events += _sustained_outages(seed, events, step)
     events.sort(key=lambda e: (e.at_step, e.delay))
-    return Plan(
+    drawn = Plan(
         seed=seed,
         manifest=seed % 4 == 0,
         backend=backend,
@@ -291,6 +345,7 @@ def plan(seed: int) -> Plan:
         collector_delay=_late_collector(seed),
         notes=tuple(notes),
     )
+    return _elastic(seed, replace(drawn, announced=_announced_maintenance(seed, drawn)))
 
 
 COLLECTOR_DELAYS = (10.0, 30.0, 120.0)
@@ -316,3 +371,58 @@ def _sustained_outages(seed: int, events: list[Event], step: int) -> list[Event]
     if kill is not None and rng.random() < 0.5:
         outages.append(Event("outage", max(1, kill.at_step - 1), (("seconds", max(OUTAGE_SECONDS)),)))
     return outages
+
+
+def _announced_maintenance(seed: int, plan: Plan) -> Announcement | None:
+    """Maintenance announced on one to three slices before the task starts, in a fifth of the
+    scenarios, from a stream of its own. Its truth is certain: ``start_now`` and ``wait`` submit
+    nothing before it has passed, ``ignore`` submits at once. Never drawn where it could be:
+    ``wait`` and ``start_now`` are not given a timeout (it would fall during the wait, where the
+    harness plays no triggerer's timeout), and ``ignore`` leaves maintenance announced for days, so
+    it is drawn only where no maintenance or preemption of the plan's own would clear that
+    announcement from the nodes (the harness starts it by hand after the task, to leave clean slices)."""
+    rng = random.Random(f"{seed}/announced")
+    if rng.random() >= 0.2:
+        return None
+    policy = rng.choice(MAINTENANCE_WINDOWS)
+    pools = tuple(sorted(rng.sample(TPU_POOLS, rng.choice((1, 2, 3)))))
+    duration = rng.choice((60, 90, 120))
+    near = rng.choice((30, 60, 90))
+    may_ignore = not any(e.kind in ("maintenance", "preempt_spot") for e in plan.events)
+    if policy == "ignore" and not may_ignore:
+        policy = "wait" if near < 90 else "start_now"
+    if plan.timeout_seconds is not None and policy != "ignore":
+        return None
+    # Only ``wait`` is given maintenance that begins by itself: a manual start raced by GKE's own
+    # would leave what ``start_now`` started to chance.
+    notice = near if policy == "wait" else FAR_NOTICE
+    return Announcement(policy=policy, pools=pools, notice=notice, duration=duration)
+
+
+def _elastic(seed: int, plan: Plan) -> Plan:
+    """Elastic slices in two thirds of the pathwaysjob scenarios with two slices, a slice loss to
+    ride out and no Kueue eviction (an eviction ends the whole workload, not a slice), from a
+    stream of their own.
+
+    ``elastic_slices=1`` and MaxText's ``elastic_enabled``: each slice loss is ridden out by the
+    program in place, so none is resubmitted or counted against ``max_disruptions`` — the truth is
+    recomputed with no counted disruption, on the budget drawn before (a budget short of the slice
+    losses must now succeed). ``max_slice_restarts`` covers every loss landing on one worker Job
+    (its backoff limit is VMs × ``max_slice_restarts``), so the worker Job never fails for them."""
+    losses = sum(1 for e in plan.events if e.kind in DISRUPTIONS)
+    eligible = plan.backend == "pathwaysjob" and plan.num_slices == 2 and losses and not any(e.kind == "evict" for e in plan.events)
+    if not eligible or random.Random(f"{seed}/elastic").random() >= 2 / 3:
+        return plan
+    expected = plan.expected
+    if expected == "DisruptionBudgetExhausted":
+        expected = {"user": "UserCodeError", "kill": "killed"}.get(_ending(plan), "success")
+    return replace(plan, elastic_slices=1, max_slice_restarts=losses + 1, counted_disruptions=0, expected=expected)
+
+
+def _ending(plan: Plan) -> str:
+    """How the task was drawn to end, apart from the disruption budget: ``user``, ``kill``, ``timeout`` or ``run``."""
+    if plan.fail_at_step is not None:
+        return "user"
+    if any(e.kind == "kill" for e in plan.events):
+        return "kill"
+    return "timeout" if plan.timeout_seconds else "run"

@@ -37,6 +37,20 @@ def _less_recomputed(results: list[dict]) -> dict[str, list[float]]:
     return by_kind
 
 
+def features_drawn(results: list[dict]) -> dict:
+    """How many scenarios drew each feature added to the plans later: maintenance announced before
+    the task (by ``maintenance_window``) and elastic slices (with the slice losses ridden out)."""
+    windows: dict[str, int] = {}
+    for r in results:
+        if r.get("maintenance_window"):
+            windows[r["maintenance_window"]] = windows.get(r["maintenance_window"], 0) + 1
+    elastic = [r for r in results if r.get("elastic_slices")]
+    return {
+        "announced_maintenance": {"scenarios": sum(windows.values()), "by_maintenance_window": dict(sorted(windows.items()))},
+        "elastic_slices": {"scenarios": len(elastic), "slice_losses_ridden_out": sum(r.get("ridden_out") or 0 for r in elastic)},
+    }
+
+
 def summary(results: list[dict], speed: float = SPEED) -> dict:
     by_kind: dict[str, list[float]] = {}
     for r in results:
@@ -65,6 +79,7 @@ def summary(results: list[dict], speed: float = SPEED) -> dict:
         },
         "truths": truths,
         "event_counts": counts,
+        "features_drawn": features_drawn(results),
         "disruptions_measured": len(disruption_losses),
         "extra_time_lost_per_disruption_simulated_seconds": {
             "p50": percentile(disruption_losses, 50),

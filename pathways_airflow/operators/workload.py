@@ -31,7 +31,7 @@ from pathways_airflow.state.slices import slice_readiness
 from pathways_airflow.run import messages, outcome, rounds
 from pathways_airflow.run.annotations import phases_written
 from pathways_airflow.run.records import Submission, WorkloadEvent
-from pathways_airflow.run.result import NO_CHECKPOINT_DIR, uid_of, workload_result
+from pathways_airflow.run.result import NO_CHECKPOINT_DIR, counted_state, uid_of, workload_result
 from pathways_airflow.run.submission import needs_nodes, plan_submission
 from pathways_airflow.hooks.reclaim import delete_making_room
 from pathways_airflow.hooks.storage import newest_committed_checkpoint
@@ -547,7 +547,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
 
     def _result(self, record: Submission, state: WorkloadState, checkpoint: Checkpoint | None, observation: Any) -> dict[str, Any]:
         found = (checkpoint.as_xcom() if checkpoint else None) if self.checkpoint_dir else NO_CHECKPOINT_DIR
-        return workload_result(record, state, checkpoint=found, tpu=self.tpu_held(), uid=uid_of(observation), now=time.time())
+        return workload_result(record, counted_state(state, observation), checkpoint=found, tpu=self.tpu_held(), uid=uid_of(observation), now=time.time())
 
     def _log_main_container_tail(self, observation: Any) -> None:
         from pathways_airflow.state.workload_parts import head_pod

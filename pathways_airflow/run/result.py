@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pathways_airflow.run.messages import summarize
 from pathways_airflow.run.goodput import goodput_of
 from pathways_airflow.state.model import Observation, WorkloadState
+from pathways_airflow.state.workload_parts import execution_attempts_of
 from pathways_airflow.run.records import Submission
 from pathways_airflow.run.timeline import timeline_of
 
@@ -31,6 +32,14 @@ def uid_of(observation: Observation) -> str | None:
     """The workload's uid: its identity beyond its name (a name is reused by a later DAG run)."""
     top = observation.pathwaysjob if observation.backend == "pathwaysjob" else observation.jobset
     return ((top or {}).get("metadata") or {}).get("uid")
+
+
+def counted_state(state: WorkloadState, observation: Observation) -> WorkloadState:
+    """``state`` with the JobSet's count of executions when it was judged without one (a success a
+    retry found and reuses carries no look at the JobSet)."""
+    if state.execution_attempts is not None:
+        return state
+    return state.with_execution_attempts(execution_attempts_of(observation.jobset))
 
 
 def workload_result(

@@ -32,6 +32,7 @@ def test_scenario(chaos_cluster, chaos_seed):
             "collector_delay": scenario.collector_delay,
             "maintenance_window": scenario.announced.policy if scenario.announced else None,
             "elastic_slices": scenario.elastic_slices,
+            "jobset_gates": list(scenario.jobset_gates),
             "ridden_out": record.observations.ridden_out,
             "loss_kinds": record.loss_kinds,
             "operator_seconds_lost": record.operator_seconds_lost,

@@ -18,6 +18,7 @@ from tests.support.chaos.invariants import (
     extra_time_lost,
     recomputed_seconds,
     announced_maintenance_minded,
+    execution_attempts_reported,
     nothing_left,
     slice_losses_ridden_out_stay_in_place,
     user_errors_never_resubmitted,
@@ -266,7 +267,7 @@ def test_a_result_that_misstates_the_maintenance_is_caught():
 def without_later_features(description: str, *, elastic: bool) -> str:
     """A plan's description less what later features add: their own lines, and an elastic plan's
     truth line (its slice losses are ridden out, so its truth is recomputed)."""
-    lines = [line for line in description.splitlines() if not line.startswith(("  announced maintenance:", "  elastic:"))]
+    lines = [line for line in description.splitlines() if not line.startswith(("  announced maintenance:", "  elastic:", "  JobSet feature gates:"))]
     return "\n".join(line for line in lines if not (elastic and line.startswith("  truth:")))
 
 
@@ -301,7 +302,7 @@ DIGEST_OF_SEEDS_0_TO_999 = "9142b49b29dbb87bd45aaf89c268676fa01b8fa5420e9742b0fa
 def test_earlier_seeds_keep_every_draw_they_had():
     for seed, before in PLANS_BEFORE_LATER_FEATURES.items():
         now = plan(seed)
-        if now.announced is None and not now.elastic_slices:
+        if now.announced is None and not now.elastic_slices and not now.jobset_gates:
             assert now.describe() == before, seed
         else:
             assert without_later_features(now.describe(), elastic=bool(now.elastic_slices)) == without_later_features(
@@ -334,3 +335,17 @@ def test_later_features_are_drawn_where_their_truth_is_certain():
         assert p.ridden_out == sum(1 for e in p.events if e.kind in DISRUPTIONS) >= 1
         assert p.max_slice_restarts == p.ridden_out + 1
     assert any(p.max_disruptions < p.ridden_out and p.expected == "success" for p in elastic), "a budget short of the losses, ridden out"
+
+
+def test_the_execution_count_is_reported_exactly_when_the_jobset_keeps_one():
+    counted = replace(GOOD, counts_executions=True, result={**GOOD.result, "execution_attempts": 1})
+    assert execution_attempts_reported(counted) == [] and execution_attempts_reported(GOOD) == []
+    assert execution_attempts_reported(replace(counted, result=GOOD.result))  # counted, not reported
+    assert execution_attempts_reported(replace(counted, result={**GOOD.result, "execution_attempts": "1"}))
+    assert execution_attempts_reported(replace(GOOD, result={**GOOD.result, "execution_attempts": 0}))  # never counted
+    assert execution_attempts_reported(replace(counted, result=None)) == []  # nothing to read on a failure
+
+
+def test_a_third_of_the_plans_run_with_jobset_s_execution_attempts_counted():
+    drawn = [plan(seed).jobset_gates for seed in range(300)]
+    assert 70 <= sum(1 for g in drawn if g) <= 130 and {g for g in drawn if g} == {("ExecutionAttemptsTracking",)}

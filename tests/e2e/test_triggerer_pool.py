@@ -3,7 +3,7 @@
 A real Airflow deployment (``tests/support/deployment.py``) on a private PostgreSQL server
 (``tests/support/postgres.py``): api-server, scheduler (LocalExecutor), dag-processor and two
 ``airflow triggerer`` processes, against a local cluster of one-host v5e slices. The fleet DAG
-(``dags/pw_triggerer_pool.py``) defers ``PATHWAYS_TRIGGERER_POOL_WAITS`` waits (default 40, for
+(``dags/pw_triggerer_pool.py``) defers ``PATHWAYS_TRIGGERER_POOL_WAITS`` waits (default 24, for
 CI's time; each costs a worker run to defer and one to resume), which Airflow spreads over both
 triggerers as each asks for unassigned triggers. A sampler lists every PathwaysJob of the fleet
 every 0.1 s: per task, which workloads were ever created and how many were live at once.
@@ -46,7 +46,7 @@ pytestmark = [
     pytest.mark.skipif(postgres.missing() is not None, reason=str(postgres.missing())),
 ]
 
-WAITS = int(os.environ.get("PATHWAYS_TRIGGERER_POOL_WAITS", "40"))
+WAITS = int(os.environ.get("PATHWAYS_TRIGGERER_POOL_WAITS", "24"))
 DAG_FILE = Path(__file__).parent / "dags" / "pw_triggerer_pool.py"
 DAG_ID, TASK_ID = "pw_triggerer_pool", "wait"
 PATHWAYSJOB = ("pathways-job.pathways.domain/v1", "PathwaysJob")

@@ -160,6 +160,15 @@ def test_the_result_of_a_task_with_one_maintenance_carries_its_timeline_and_good
     # JobSet's count of executions (KEP-1282) only where the cluster keeps one
     assert "execution_attempts" not in result
     assert workload_result(record, WorkloadState(Phase.SUCCEEDED, execution_attempts=1), tpu=tpu, now=1195.5)["execution_attempts"] == 1
+    # A success a retry found was judged without a look at the JobSet: the count is read off it then.
+    from pathways_airflow.run.result import counted_state
+    from pathways_airflow.state.model import Observation
+
+    reused = WorkloadState(Phase.SUCCEEDED, "succeeded in an earlier try")
+    counting = Observation("jobset", "w", "default", None, {"metadata": {"name": "w"}, "status": {"restarts": 1, "executionAttempts": 2}}, ())
+    assert counted_state(reused, counting).execution_attempts == 2
+    assert counted_state(WorkloadState(Phase.SUCCEEDED, execution_attempts=3), counting).execution_attempts == 3
+    assert counted_state(reused, Observation("jobset", "w", "default", None, {"metadata": {"name": "w"}, "status": {}}, ())).execution_attempts is None
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from pathways_airflow_testing.apiserver import ApiServer
 from pathways_airflow_testing.clock import VirtualClock
 from pathways_airflow_testing.controllers.base import Controller
 from pathways_airflow_testing.controllers.job import JobController
-from pathways_airflow_testing.controllers.jobset import JobSetController
+from pathways_airflow_testing.controllers.jobset import JobSetController, checked_feature_gates
 from pathways_airflow_testing.controllers.kubelet import Kubelet
 from pathways_airflow_testing.controllers.kueue import KueueController
 from pathways_airflow_testing.controllers.lws import LeaderWorkerSetController
@@ -547,6 +547,13 @@ class LocalCluster:
         ``seconds`` (simulated) late, as a busy one on GKE does; 0 puts it back, and it catches up
         on what it owes at once."""
         self.call(lambda: self.store.set_collector_delay(seconds))
+
+    def set_jobset_feature_gates(self, gates: Sequence[str]) -> None:
+        """From now on the JobSet controller runs with these gates on (and the others off), as it
+        would restarted with another ``--feature-gates``: what it counted stays on the JobSets."""
+        controller = next(c for c in self._controllers if isinstance(c, JobSetController))
+        checked = checked_feature_gates(gates)
+        self.call(lambda: setattr(controller, "feature_gates", checked))
 
     def compact(self) -> int:
         """Forget the event history: a watch from any earlier resourceVersion gets 410 Gone."""

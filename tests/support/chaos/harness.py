@@ -171,6 +171,7 @@ class Scenario:
             self._announce_maintenance()
         if self.plan.collector_delay:
             self.cluster.slow_garbage_collector(self.plan.collector_delay)
+        self.cluster.set_jobset_feature_gates(self.plan.jobset_gates)
         for event in self.plan.events:
             if event.at_step < 0:
                 self._fire(event, None)
@@ -201,6 +202,7 @@ class Scenario:
             leftovers = self._settle()  # under the late collector too: the task's own deletes must not need it
         finally:
             self.cluster.slow_garbage_collector(0)
+            self.cluster.set_jobset_feature_gates(())
             if self.plan.announced is not None:
                 self._end_announced_maintenance()
         progress, restored, user_failures = self._read_logs()
@@ -227,6 +229,7 @@ class Scenario:
             restored_steps=tuple(restored),
             ridden_out=sum(1 for _, kind in self.disruption_times if kind.endswith(RIDDEN_OUT)),
             maintenance_window=self.plan.announced.policy if self.plan.announced else None,
+            counts_executions=bool(self.plan.jobset_gates),
             announced_pools=self.plan.announced.pools if self.plan.announced else (),
             announced_nodes=self.announced_nodes,
             pool_samples=tuple(self.pool_samples),

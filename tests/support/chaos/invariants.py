@@ -56,6 +56,8 @@ class Observations:
     pool_samples: Sequence[tuple[float, bool, Mapping[str, str]]] = ()
     """(real time, whether any workload of the task existed, {announced pool: ``announced`` |
     ``started`` | ``under`` | ``clean``}) as sampled, the pools read after the workloads."""
+    counts_executions: bool = False
+    """The JobSet controller counted executions (its ``ExecutionAttemptsTracking`` gate was on)."""
     remembers_earlier_tries: bool = True
     """The task ran one try, or kept its state in a state store: what an earlier try did (e.g. wait
     for maintenance) can reach the result. Without a store, Airflow clears a try's XComs for the next."""
@@ -178,6 +180,19 @@ def slice_losses_ridden_out_stay_in_place(obs: Observations) -> list[str]:
     return found
 
 
+def execution_attempts_reported(obs: Observations) -> list[str]:
+    """A succeeded task says how many times its JobSet ran anew (``execution_attempts``) exactly
+    when the JobSet counts them, as a whole number: never a count the cluster did not keep."""
+    if obs.result is None:
+        return []
+    count = obs.result.get("execution_attempts")
+    if not obs.counts_executions:
+        return [f"the result says execution_attempts={count!r}, yet the JobSet kept no count"] if "execution_attempts" in obs.result else []
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        return [f"the JobSet counted its executions, yet the result says execution_attempts={count!r}"]
+    return []
+
+
 def announced_maintenance_minded(obs: Observations) -> list[str]:
     """Maintenance announced before the task started is handled as its ``maintenance_window`` says:
     ``start_now`` and ``wait`` submit nothing before it has passed on every announced slice (only
@@ -239,6 +254,7 @@ CHECKERS: tuple[Callable[[Observations], list[str]], ...] = (
     disruption_budget_respected,
     slice_losses_ridden_out_stay_in_place,
     announced_maintenance_minded,
+    execution_attempts_reported,
 )
 
 

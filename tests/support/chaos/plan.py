@@ -136,6 +136,9 @@ class Plan:
     max_slice_restarts: int | None = None
     """With elastic slices: enough worker restarts for every slice loss of the plan to land on one slice."""
 
+    jobset_gates: tuple[str, ...] = ()
+    """The JobSet controller's feature gates turned on for the scenario (:func:`_jobset_gates`)."""
+
     @property
     def ridden_out(self) -> int:
         """Slice losses the program rides out: every one of an elastic plan, none otherwise."""
@@ -155,6 +158,8 @@ class Plan:
         ]
         if self.announced is not None:
             lines.append(self.announced.describe())
+        if self.jobset_gates:
+            lines.append(f"  JobSet feature gates: {', '.join(self.jobset_gates)}")
         if self.elastic_slices:
             lines.append(
                 f"  elastic: elastic_slices={self.elastic_slices}, max_slice_restarts={self.max_slice_restarts}, "
@@ -345,7 +350,7 @@ def plan(seed: int) -> Plan:
         collector_delay=_late_collector(seed),
         notes=tuple(notes),
     )
-    return _elastic(seed, replace(drawn, announced=_announced_maintenance(seed, drawn)))
+    return _elastic(seed, replace(drawn, announced=_announced_maintenance(seed, drawn), jobset_gates=_jobset_gates(seed)))
 
 
 COLLECTOR_DELAYS = (10.0, 30.0, 120.0)
@@ -426,3 +431,13 @@ def _ending(plan: Plan) -> str:
     if any(e.kind == "kill" for e in plan.events):
         return "kill"
     return "timeout" if plan.timeout_seconds else "run"
+
+
+EXECUTION_ATTEMPTS_TRACKING = "ExecutionAttemptsTracking"
+
+
+def _jobset_gates(seed: int) -> tuple[str, ...]:
+    """JobSet 0.13's execution attempts (KEP-1282) in a third of the scenarios, from a stream of
+    its own: a JobSet Kueue evicted and admitted again, or restarted whole, counts a new execution
+    and marks its pods with it, and the task reads the count (its result's ``execution_attempts``)."""
+    return (EXECUTION_ATTEMPTS_TRACKING,) if random.Random(f"{seed}/jobset-gates").random() < 1 / 3 else ()

@@ -39,7 +39,8 @@ def _less_recomputed(results: list[dict]) -> dict[str, list[float]]:
 
 def features_drawn(results: list[dict]) -> dict:
     """How many scenarios drew each feature added to the plans later: maintenance announced before
-    the task (by ``maintenance_window``) and elastic slices (with the slice losses ridden out)."""
+    the task (by ``maintenance_window``), elastic slices (with the slice losses ridden out) and
+    JobSet's execution attempts counted."""
     windows: dict[str, int] = {}
     for r in results:
         if r.get("maintenance_window"):
@@ -48,6 +49,7 @@ def features_drawn(results: list[dict]) -> dict:
     return {
         "announced_maintenance": {"scenarios": sum(windows.values()), "by_maintenance_window": dict(sorted(windows.items()))},
         "elastic_slices": {"scenarios": len(elastic), "slice_losses_ridden_out": sum(r.get("ridden_out") or 0 for r in elastic)},
+        "execution_attempts_counted": sum(1 for r in results if r.get("jobset_gates")),
     }
 
 

@@ -90,16 +90,21 @@ def matching_rule(policy: dict[str, Any] | None, replicated_job: str, reason: st
     return None
 
 
+def checked_feature_gates(gates: Iterable[str]) -> frozenset[str]:
+    """The gates, refused when one is not a gate the stand-in knows (as the controller refuses its flag)."""
+    unknown = set(gates) - FEATURE_GATES
+    if unknown:
+        raise ValueError(f"unknown JobSet feature gates {sorted(unknown)}; known: {sorted(FEATURE_GATES)}")
+    return frozenset(gates)
+
+
 class JobSetController(Controller):
     name = "jobset-controller"
     create_retry_seconds = 5.0  # simulated seconds before a refused child Job is tried again
 
     def __init__(self, cluster: Any, *, feature_gates: Iterable[str] = ()):
         super().__init__(cluster)
-        unknown = set(feature_gates) - FEATURE_GATES
-        if unknown:
-            raise ValueError(f"unknown JobSet feature gates {sorted(unknown)}; known: {sorted(FEATURE_GATES)}")
-        self.feature_gates = frozenset(feature_gates)
+        self.feature_gates = checked_feature_gates(feature_gates)
         self.jobsets = self.kind("jobset.x-k8s.io", "v1alpha2", "jobsets")
         self.jobs = self.kind("batch", "v1", "jobs")
         self.services = self.kind("", "v1", "services")

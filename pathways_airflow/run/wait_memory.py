@@ -233,13 +233,12 @@ def queue_line_to_log(memory: WaitMemory, read: Readings) -> str | None:
     return f"queued: {read.queued.line()}"
 
 
-def resume_line_to_log(memory: WaitMemory, read: Readings) -> str | None:
+def resume_line_to_log(before: WaitMemory, after: WaitMemory) -> str | None:
     """What the task log says when the program first says where it resumed (the disruption's
     record takes that step: :func:`~pathways_airflow.run.outcome.with_resume_logged`)."""
-    step = None if read.resume_log is None or memory.resumed_from is not None else step_resumed_from(read.resume_log)
-    if step is None:
+    if before.resumed_from is not None or after.resumed_from is None:
         return None
-    return f"its program restored {'no checkpoint' if step == FROM_SCRATCH else f'step {step}'} (its log says)"
+    return f"its program restored {'no checkpoint' if after.resumed_from == FROM_SCRATCH else f'step {after.resumed_from}'} (its log says)"
 
 
 def line_to_log(memory: WaitMemory, state: WorkloadState, now: float) -> str | None:

@@ -259,7 +259,7 @@ def _failed_on_a_disruption(job: Mapping[str, Any]) -> bool:
 
 
 def _current_workers(observation: Observation) -> list[Mapping[str, Any]]:
-    return [p for p in pods_of_current_attempt(observation) if is_worker_job(p, observation.jobset)]
+    return [p for p in pods_of_current_attempt(observation) if is_of_the_slices(p, observation.jobset)]
 
 
 def rode_out_slice_losses(observation: Observation) -> bool:
@@ -283,9 +283,9 @@ def without_replaced_pods(pods: Sequence[Mapping[str, Any]]) -> tuple[Mapping[st
     return tuple(p for p in pods if id(p) in kept)
 
 
-def is_worker_job(job: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:
-    """A child Job of the slices' replicated job (:func:`~pathways_airflow.state.workload_parts.worker_job_name`)."""
-    return ((job.get("metadata") or {}).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job_name(jobset)
+def is_of_the_slices(obj: Mapping[str, Any], jobset: Mapping[str, Any] | None) -> bool:
+    """A child Job or pod of the slices' replicated job (:func:`~pathways_airflow.state.workload_parts.worker_job_name`)."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(well_known.REPLICATED_JOB) == worker_job_name(jobset)
 
 
 def nodes_workers_run_on(observation: Observation) -> tuple[str, ...]:

@@ -209,9 +209,9 @@ class PathwaysJobTrigger(KillableTrigger):
                     settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches)
                     verdict = outcome.verdict_of(state, settled)
                 line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
-                resume_line = wait_memory.resume_line_to_log(memory, read)
                 read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
-                memory, notes = wait_memory.remembered(memory, observation, state, now, read)
+                before, (memory, notes) = memory, wait_memory.remembered(memory, observation, state, now, read)
+                resume_line = wait_memory.resume_line_to_log(before, memory)
                 for said in (line, queue_line, resume_line):
                     if said:
                         self.log.info("%s/%s: %s", self.namespace, self.name, said)
@@ -339,7 +339,7 @@ class PathwaysJobTrigger(KillableTrigger):
         rode_out = disruption.rode_out_slice_losses(observation)
         if rode_out:  # the losses it got through (lost pods, the worker Jobs' count of them, where it ran before) explain nothing now
             observation = replace(observation, pods=disruption.without_replaced_pods(observation.pods))
-            jobs = [j for j in jobs if not disruption.is_worker_job(j, observation.jobset)]
+            jobs = [j for j in jobs if not disruption.is_of_the_slices(j, observation.jobset)]
         jobset = observation.jobset
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
             jobset = workload_parts.as_of_restart(jobset, attempt)

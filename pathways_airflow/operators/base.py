@@ -39,6 +39,7 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
     """
     from pathways_airflow.hooks.pathways import AsyncPathwaysHook
     from pathways_airflow.triggers.deletion import deletes_done
+    from pathways_airflow.triggers.notes import notes_written
 
     async def first() -> dict[str, Any]:
         events = trigger.run()
@@ -47,6 +48,7 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
         finally:
             await events.aclose()
             await deletes_done()  # a delete the wait started outlives the wait, not this loop
+            await notes_written()  # so do its notes
             await AsyncPathwaysHook.close_all()
 
     return asyncio.run(first())

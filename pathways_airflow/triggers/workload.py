@@ -8,8 +8,9 @@ TPUs), or the API could not be read for too long. A user killing the deferred ta
 workload (``on_kill``). It never raises out of ``run()``.
 
 Between looks it keeps one record (:mod:`~pathways_airflow.run.wait_memory`): a look reads
-what the memory asks for, folds it in, and writes what it records on the workload in one
-merge-patch before it acts.
+what the memory asks for, folds it in, and leaves what it records on the workload with the loop's
+note writer (:mod:`~pathways_airflow.triggers.notes`), which writes an ending's notes before the
+task acts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathways_airflow.state import creation, disruption, model, ran_on, status, 
 from pathways_airflow.state.queue import QueuePlace, local_queue_of, queue_place
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
+from pathways_airflow.triggers.notes import Workload, note_writer
 from pathways_airflow.triggers.pruning import (
     pruned_job,
     pruned_jobset,
@@ -178,7 +180,6 @@ class PathwaysJobTrigger(KillableTrigger):
         nodes = nodes_watch(self.cluster)
         held_nodes = nodes.subscribe(())  # keeps the verdicts' node cache current; never wakes this wait
         memory = wait_memory.WaitMemory.starting(self.last_state, time.time(), writes=self.until_phase is None, reads_resume=self.reads_resume)
-        writing: set[asyncio.Task[None]] = set()
         try:
             while True:
                 refused = [w.forbidden for w in watches.values() if w.forbidden]
@@ -216,12 +217,10 @@ class PathwaysJobTrigger(KillableTrigger):
                     if said:
                         self.log.info("%s/%s: %s", self.namespace, self.name, said)
                 ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
-                if notes and ending:  # before the deletion and the event: a retry reads the verdict here
-                    await self._annotate(notes)
-                elif notes:  # evidence for later (where the workers ran): an API retrying its writes must not hold up the watch
-                    task = asyncio.get_running_loop().create_task(self._annotate(notes))
-                    writing.add(task)
-                    task.add_done_callback(writing.discard)
+                if ending:  # before the deletion and the event: a retry reads the verdict here
+                    await note_writer(self.cluster).now(self._workload, notes)
+                elif notes:  # evidence for later: neither an API retrying its writes nor thousands of starts hold up the watch
+                    note_writer(self.cluster).later(self._workload, notes)
                 if ending:
                     finished = records.WorkloadEvent(
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
@@ -243,8 +242,6 @@ class PathwaysJobTrigger(KillableTrigger):
             deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
             yield TriggerEvent(records.WorkloadEvent("timeout", self.name, state=memory.state, deleted=deleted).to_payload())
         finally:
-            for task in writing:  # best effort: the event carries what they would have recorded
-                task.cancel()
             for key, subscription in subscriptions.items():
                 watches[key].unsubscribe(subscription)
             nodes.unsubscribe(held_nodes)
@@ -392,12 +389,9 @@ class PathwaysJobTrigger(KillableTrigger):
             return []
         return ran_on.scheduled_workers(events, self.name)
 
-    async def _annotate(self, notes: dict[str, str]) -> None:
-        """Best effort: what the annotations record also travels in this trigger's event."""
-        try:
-            await self.hook.annotate(workload_resource(self.backend), self.namespace, self.name, notes)
-        except Exception as error:
-            self.log.warning("could not record %s on %s/%s: %s", ", ".join(notes), self.namespace, self.name, error)
+    @property
+    def _workload(self) -> Workload:
+        return (workload_resource(self.backend), self.namespace, self.name)
 
     async def _delete(self, why: str) -> bool:
         """Delete the workload; a delete the API holds up goes on after this trigger (:mod:`~pathways_airflow.triggers.deletion`)."""

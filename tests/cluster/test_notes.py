@@ -1,0 +1,84 @@
+"""The loop's note writer against the local cluster: a burst of notes goes out at its rate, merged
+per workload, and an ending's notes jump the queue with whatever of that workload still waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, PathwaysHook
+from pathways_airflow.resources import SERVICE
+from pathways_airflow.triggers import notes
+from pathways_airflow.triggers.notes import note_writer, notes_written
+
+
+def _service(name: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80}]},
+    }
+
+
+def test_a_burst_of_notes_goes_out_at_the_writers_rate_merged_per_workload(pathways_cluster, monkeypatch):
+    monkeypatch.setattr(notes, "WRITES_PER_SECOND", 5.0)
+    hook = PathwaysHook()
+    names = [f"noted-{i}" for i in range(6)]
+    for name in names:
+        hook.create(_service(name))
+
+    def annotations(name: str) -> dict[str, str]:
+        return (hook.get(SERVICE, "default", name) or {})["metadata"].get("annotations") or {}
+
+    async def burst() -> tuple[int, dict[str, str]]:
+        writer = note_writer(ClusterTarget())
+        try:
+            for name in names:
+                writer.later((SERVICE, "default", name), {"example.com/seen": "1"})
+            writer.later((SERVICE, "default", names[0]), {"example.com/seen": "2", "example.com/where": "node-a"})
+            await asyncio.sleep(0.15)
+            early = sum("example.com/seen" in seen for seen in await asyncio.to_thread(lambda: [annotations(n) for n in names]))
+            await writer.now((SERVICE, "default", names[-1]), {"example.com/ended": "yes"})
+            ended = await asyncio.to_thread(annotations, names[-1])
+            await notes_written()
+            return early, ended
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    try:
+        early, ended = asyncio.run(burst())
+        assert 1 <= early <= 3, early  # 5 a second: the reads end before the third write is due (0.4 s)
+        assert ended == {"example.com/seen": "1", "example.com/ended": "yes"}  # its waiting note came along
+        assert annotations(names[0]) == {"example.com/seen": "2", "example.com/where": "node-a"}  # merged, newer value
+        assert all(annotations(name).get("example.com/seen") for name in names)
+    finally:
+        for name in names:
+            hook.delete(SERVICE, "default", name)
+
+
+def test_an_endings_notes_do_not_wait_for_a_held_write_and_still_land_last(pathways_cluster):
+    """The API holds the background write for 3 s (a backoff through 500s); the ending's write is
+    answered at once, and the older value the held write carries does not stay on top."""
+    hook = PathwaysHook()
+    hook.create(_service("noted-held"))
+    workload = (SERVICE, "default", "noted-held")
+    pathways_cluster.inject_fault(r"/services/noted-held$", status=None, latency=3.0, count=1, methods=["PATCH"], watch=False)
+
+    async def ending() -> float:
+        writer = note_writer(ClusterTarget())
+        try:
+            writer.later(workload, {"example.com/phase": "Running"})
+            await asyncio.sleep(0.3)  # its write is in flight, held
+            started = time.monotonic()
+            await writer.now(workload, {"example.com/phase": "Failed"})
+            took = time.monotonic() - started
+            await notes_written()
+            return took
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    try:
+        assert asyncio.run(ending()) < 2.0
+        assert hook.get(SERVICE, "default", "noted-held")["metadata"]["annotations"] == {"example.com/phase": "Failed"}
+    finally:
+        pathways_cluster.clear_faults()
+        hook.delete(SERVICE, "default", "noted-held")

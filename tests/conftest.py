@@ -20,8 +20,11 @@ TESTS = Path(__file__).resolve().parent
 DIRECTORY_MARKERS = ("unit", "testing", "cluster", "e2e", "chaos", "benchmarks")
 """The directories under tests/ whose name is also the marker of every test in them."""
 
-# Airflow reads AIRFLOW_HOME at import time: give every test run its own, never the user's.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="pathways-airflow-test-home-"))
+# Airflow reads AIRFLOW_HOME at import time: give every test run its own, never the user's, and
+# every pytest-xdist worker its own too (a worker inherits the home its controller made).
+MADE_HOME = "PATHWAYS_AIRFLOW_TEST_HOME"
+if os.environ.get("AIRFLOW_HOME") in (None, os.environ.get(MADE_HOME)):
+    os.environ["AIRFLOW_HOME"] = os.environ[MADE_HOME] = tempfile.mkdtemp(prefix="pathways-airflow-test-home-")
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 

@@ -117,3 +117,14 @@ def test_every_pinned_lane_holds_the_floors_it_tests():
         "apache-airflow": "3.1.7", "apache-airflow-providers-cncf-kubernetes": "10.11.1", "apache-airflow-providers-common-compat": "1.13.1"}
     assert {k: pins("composer-3.3.1")[k] for k in ("apache-airflow", "apache-airflow-providers-cncf-kubernetes", "apache-airflow-providers-common-compat")} == {
         "apache-airflow": "3.3.1", "apache-airflow-providers-cncf-kubernetes": "10.14.0", "apache-airflow-providers-common-compat": "1.18.0"}
+
+
+def test_a_full_run_of_scripts_test_covers_every_test_directory():
+    """``scripts/test`` names the directories of a full run (some in parallel, some one at a
+    time): a directory of tests left off that list would never run in CI."""
+    import re
+
+    checkout = Path(__file__).resolve().parents[2]
+    listed = re.search(r"local tests=\(([^)]*)\)", (checkout / "scripts/test").read_text()).group(1).split()
+    with_tests = {f"tests/{path.parent.relative_to(checkout / 'tests').parts[0]}" for path in (checkout / "tests").rglob("test_*.py")}
+    assert sorted(listed) == sorted(with_tests)

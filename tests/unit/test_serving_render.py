@@ -70,7 +70,7 @@ def containers(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     [
         (m, t)
         for m in MACHINE_TYPES
-        for t in {topologies_by_size(MACHINE_TYPES[m])[0], topologies_by_size(MACHINE_TYPES[m])[-1]}
+        for t in dict.fromkeys((topologies_by_size(MACHINE_TYPES[m])[0], topologies_by_size(MACHINE_TYPES[m])[-1]))
     ],
 )
 def test_every_leaderworkerset_validates_strictly_against_the_crd(schema_validator, machine_type, topology):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 COMMIT_MARKER = "commit_success.txt"
 METADATA_FILE = "_CHECKPOINT_METADATA"

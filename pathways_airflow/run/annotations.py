@@ -24,7 +24,7 @@ status names the user's program as what failed first on healthy nodes.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pathways_airflow.run.records import Disruption, PhaseSeen
 from pathways_airflow.spec.names import LABEL_PREFIX
@@ -38,7 +38,7 @@ from pathways_airflow.state.disruption import (
     workers_nodes_disrupted,
 )
 from pathways_airflow.state.status import failed_by_the_user_error_rule
-from pathways_airflow.state.workload_parts import restarts_of
+from pathways_airflow.state.workload_parts import Nodes, restarts_of
 
 ENDED_BY_ANNOTATION = f"{LABEL_PREFIX}/ended-by"
 """``{"verdict": "USER_ERROR", "evidence": [...]}``: why the workload stopped, as classified."""
@@ -126,7 +126,7 @@ def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None) -> Class
 
 
 def verdict_after_the_fact(
-    workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] | None
+    workload: Mapping[str, Any], nodes: Nodes | None
 ) -> Classification:
     """Why a finished, failed workload stopped, read afterwards from the workload and the nodes now.
 
@@ -149,7 +149,7 @@ def verdict_after_the_fact(
     if workload.get("kind") == "JobSet" and failed_by_the_user_error_rule(workload):
         return Classification(Verdict.USER_ERROR, (said,))
     head = head_failed_first(workload)
-    if head is not None and nodes is not None and not workers_nodes_disrupted(workload, list(nodes), nodes_it_ran_on(workload, attempt)):
+    if head is not None and nodes is not None and not workers_nodes_disrupted(workload, nodes, nodes_it_ran_on(workload, attempt)):
         return Classification(
             Verdict.USER_ERROR,
             (f"the first failed job is the head's ({head}), and no node of its slice shape is disrupted",),
@@ -172,6 +172,20 @@ def restarts_written(workload: Mapping[str, Any] | None, key: str = RESTARTS_ANN
     except ValueError:
         return []
     return [Disruption.from_dict(d) for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
+
+PHASES_EVERY_SECONDS = 300.0
+"""The phases alone are written at most this often per workload (:func:`write_within`)."""
+
+
+def write_within(notes: Mapping[str, str]) -> float:
+    """How long ``notes`` may wait to be written: the phases alone :data:`PHASES_EVERY_SECONDS`,
+    after everything else (a workload whose slices come and go changes phase at every flap, and
+    a triggerer of thousands of waits spent its writes on them; a triggerer lost meanwhile loses
+    at most that much of the timeline, and an ending writes its phases at once with its verdict);
+    anything a verdict reads — where the workers ran, the restarts, a disruption seen, a
+    recovery — at once."""
+    return PHASES_EVERY_SECONDS if set(notes) <= {PHASES_ANNOTATION} else 0.0
 
 
 def phases_annotation(phases: Sequence[PhaseSeen]) -> dict[str, str]:

@@ -11,7 +11,8 @@ import datetime as dt
 import math
 import os
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pathways_airflow.checkpoints import is_gcs, split_gcs_uri
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem, raise_if_any

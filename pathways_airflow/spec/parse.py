@@ -10,7 +10,8 @@ returned whole, since the controller copies it whole.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pathways_airflow.spec.workload import CustomComponent, Workload, build_workload
 

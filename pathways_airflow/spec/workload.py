@@ -13,7 +13,8 @@ import ast
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint

@@ -8,7 +8,8 @@ reads them all, and a malformed entry (not a mapping) is skipped the same way ev
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def conditions(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:

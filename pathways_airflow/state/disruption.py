@@ -13,7 +13,8 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pathways_airflow.state.conditions import condition, true_condition
 from pathways_airflow import well_known
@@ -22,8 +23,8 @@ from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
 from pathways_airflow.state.model import Observation
 from pathways_airflow.state.workload_parts import (
-    elastic_slices, head_job_name, newest_pod_per_host, of_current_restart_attempt, pods_of_current_attempt, worker_job_name,
-    worker_replicated_job,
+    Nodes, elastic_slices, head_job_name, newest_pod_per_host, nodes_by_name, of_current_restart_attempt, pods_of_current_attempt,
+    worker_job_name, worker_replicated_job,
 )
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
@@ -162,7 +163,7 @@ def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, 
 def classify(
     *,
     pods: Sequence[Mapping[str, Any]],
-    nodes: Iterable[Mapping[str, Any]] | None,
+    nodes: Nodes | None,
     jobs: Sequence[Mapping[str, Any]] = (),
     jobset: Mapping[str, Any] | None = None,
     kueue_workload: Mapping[str, Any] | None = None,
@@ -185,7 +186,7 @@ def classify(
             if found:
                 return Classification(Verdict.QUEUE_EVICTION, (f"Kueue Workload {type_} ({found.get('reason', '')}): {found.get('message', '')}",))
     current = _current_pods(pods, jobset)
-    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or ()}
+    by_name = nodes_by_name(nodes or ())
 
     evidence: list[str] = []
     verdicts: list[Verdict] = []
@@ -320,7 +321,7 @@ def worker_node_selector(workload: Mapping[str, Any] | None) -> Mapping[str, str
     return replicated_pod_spec(worker_replicated_job(workload)).get("nodeSelector") or {}
 
 
-def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]]) -> bool:
+def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Nodes) -> bool:
     """Whether any node the workers could run on (their node selector: accelerator and topology)
     shows a disruption now. When the lost workers' pods and Jobs were never seen (a triggerer
     restarted, a watch relisted), their slice's nodes are what is left to say so. A workload whose
@@ -337,18 +338,18 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Ma
         return True
     return any(
         node_disruption(node) is not None
-        for node in nodes
+        for node in nodes_by_name(nodes).values()
         if all(_labels(node).get(key) == value for key, value in selector.items())
     )
 
 
-def workers_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Iterable[Mapping[str, Any]], ran_on: Sequence[str] = ()) -> bool:
+def workers_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Nodes, ran_on: Sequence[str] = ()) -> bool:
     """Whether a node that can vouch for a disruption of the workers shows one now: the nodes they
     are known to have run on (``ran_on``, a gone one counting as disrupted), else any node of
     their slice shape (:func:`slice_nodes_disrupted`)."""
     if not ran_on:
         return slice_nodes_disrupted(workload, nodes)
-    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
+    by_name = nodes_by_name(nodes)
     return any(node_disruption(by_name.get(name)) is not None for name in ran_on)
 
 

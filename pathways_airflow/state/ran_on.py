@@ -30,7 +30,7 @@ from pathways_airflow.spec.render import WORKER_JOB
 from pathways_airflow.state.api_time import to_the_second
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.disruption import Classification, Verdict, node_disruption
-from pathways_airflow.state.workload_parts import newest_pod_per_host
+from pathways_airflow.state.workload_parts import Nodes, newest_pod_per_host, nodes_by_name
 
 RAN_ON_ANNOTATION = f"{LABEL_PREFIX}/ran-on"
 """``{"restart": 0, "since": "2026-11-24T03:10:00Z", "nodes": ["gke-…-0", …]}``."""
@@ -79,7 +79,7 @@ def nodes_it_ran_on(workload: Mapping[str, Any] | None, restart: int | None, sch
 def went_down_under_it(
     workload: Mapping[str, Any] | None,
     restart: int | None,
-    nodes: Iterable[Mapping[str, Any]] | None,
+    nodes: Nodes | None,
     scheduled: Sequence[tuple[str, str]] = (),
 ) -> Classification | None:
     """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
@@ -90,7 +90,7 @@ def went_down_under_it(
     bindings = [(recorded[0], name) for name in recorded[1]] if recorded else list(scheduled)
     if not bindings or nodes is None:
         return None
-    by_name = {_meta(n).get("name"): n for n in nodes}
+    by_name = nodes_by_name(nodes)
     evidence = []
     verdict = Verdict.SLICE_FAILURE
     for since, name in bindings:

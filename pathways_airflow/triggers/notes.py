@@ -21,6 +21,8 @@ event carries too.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
 import weakref
@@ -47,20 +49,38 @@ class NoteWriter:
     def __init__(self, target: ClusterTarget) -> None:
         self.hook = AsyncPathwaysHook(target)
         self.pending: dict[Workload, dict[str, str]] = {}
+        self.due: list[tuple[bool, float, int, Workload]] = []
+        """When each workload's waiting notes may go out, those that may wait after all the others
+        (a heap; a workload may have several entries: the first writes them all, the others find
+        nothing left)."""
+        self.written_at: dict[Workload, float] = {}
         self.in_flight: dict[Workload, asyncio.Task[None]] = {}
         self.draining: asyncio.Task[None] | None = None
+        self.flushing = False
+        self.longest_within = 0.0
+        self._order = itertools.count()
 
-    def later(self, workload: Workload, notes: Mapping[str, str]) -> None:
-        """Write ``notes`` on ``workload`` in the background, merged with those still waiting."""
+    def later(self, workload: Workload, notes: Mapping[str, str], *, within: float = 0.0) -> None:
+        """Write ``notes`` on ``workload`` in the background, merged with those still waiting.
+
+        ``within`` > 0 (notes a later reader can do without, written often:
+        :func:`~pathways_airflow.run.annotations.write_within`): that many seconds from now, and
+        from the workload's last write, and after every note that may not wait."""
         self.pending.setdefault(workload, {}).update(notes)
+        self.longest_within = max(self.longest_within, within)
+        now = time.monotonic()
+        due = max(now + within, self.written_at.get(workload, now) + within) if within > 0 else now
+        heapq.heappush(self.due, (within > 0, due, next(self._order), workload))
         if self.draining is None or self.draining.done():
             self.draining = asyncio.get_running_loop().create_task(self._drain())
 
     async def now(self, workload: Workload, notes: Mapping[str, str]) -> None:
         """Write ``notes`` and whatever of ``workload`` still waits, now, without waiting for a
         write of it in flight (an API holding that one up must not hold up a verdict); such a
-        write may land after this one, so the same notes follow it once more."""
+        write may land after this one, so the same notes follow it once more. Its wait is over:
+        the writer forgets it."""
         merged = {**self.pending.pop(workload, {}), **notes}
+        self.written_at.pop(workload, None)
         if not merged:
             return
         await self._write(workload, merged)
@@ -68,14 +88,25 @@ class NoteWriter:
             self.later(workload, merged)
 
     async def written(self) -> None:
-        """Until nothing waits or is in flight."""
-        while self.draining is not None and not self.draining.done():
-            await asyncio.wait([self.draining])
+        """Until nothing waits or is in flight, whenever it was due."""
+        self.flushing = True
+        try:
+            while self.draining is not None and not self.draining.done():
+                await asyncio.wait([self.draining])
+        finally:
+            self.flushing = False
 
     async def _drain(self) -> None:
         spacing = 1.0 / WRITES_PER_SECOND
-        while self.pending:
-            workload = next(iter(self.pending))
+        while self.due:
+            _, due, _, workload = self.due[0]
+            if workload not in self.pending:  # written since (an ending, an earlier entry)
+                heapq.heappop(self.due)
+                continue
+            if due > time.monotonic() and not self.flushing:
+                await asyncio.sleep(min(due - time.monotonic(), spacing))  # a sooner one may arrive meanwhile
+                continue
+            heapq.heappop(self.due)
             notes = self.pending.pop(workload)
             started = time.monotonic()
             task = asyncio.get_running_loop().create_task(self._write(workload, notes))
@@ -85,7 +116,10 @@ class NoteWriter:
             finally:
                 if self.in_flight.get(workload) is task:
                     del self.in_flight[workload]
+            self.written_at[workload] = started
             await asyncio.sleep(max(0.0, spacing - (time.monotonic() - started)))
+        since = time.monotonic() - self.longest_within  # writes that space out nothing any more are forgotten
+        self.written_at = {w: at for w, at in self.written_at.items() if at > since}
 
     async def _write(self, workload: Workload, notes: Mapping[str, str]) -> None:
         """Best effort: what a note records also travels in the task's event."""

@@ -35,7 +35,8 @@ only widen the gap.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX

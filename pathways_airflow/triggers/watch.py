@@ -27,6 +27,7 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Iterable
 
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
@@ -202,6 +203,11 @@ class SharedWatch:
 
     def values(self) -> list[dict[str, Any]]:
         return list(self.objects.values())
+
+    def by_name(self) -> Mapping[str, dict[str, Any]]:
+        """The cache of a cluster-scoped resource (nodes) by name, as a live view: a verdict reads
+        a few nodes of a fleet's thousands without copying or indexing them all."""
+        return _ByName(self)
 
     def related(self, key: str) -> list[dict[str, Any]]:
         """The live objects that belong to workload ``key``."""
@@ -379,6 +385,22 @@ def _forbidden_reason(error: BaseException, plural: str, namespace: str | None) 
     except (TypeError, ValueError, AttributeError):
         message = None
     return str(message or f"{plural} in {namespace or 'all namespaces'}: forbidden ({error})")[:500]
+
+
+class _ByName(Mapping[str, dict[str, Any]]):
+    """:meth:`SharedWatch.by_name`."""
+
+    def __init__(self, watch: SharedWatch) -> None:
+        self.watch = watch
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        return self.watch.objects[("", name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for _, name in list(self.watch.objects))
+
+    def __len__(self) -> int:
+        return len(self.watch.objects)
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -220,7 +220,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 if ending:  # before the deletion and the event: a retry reads the verdict here
                     await note_writer(self.cluster).now(self._workload, notes)
                 elif notes:  # evidence for later: neither an API retrying its writes nor thousands of starts hold up the watch
-                    note_writer(self.cluster).later(self._workload, notes)
+                    note_writer(self.cluster).later(self._workload, notes, within=written.write_within(notes))
                 if ending:
                     finished = records.WorkloadEvent(
                         "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
@@ -359,7 +359,7 @@ class PathwaysJobTrigger(KillableTrigger):
             ran_on=where,
         )
 
-    async def _nodes(self, only_to_name_the_kind: bool) -> list[dict[str, Any]] | None:
+    async def _nodes(self, only_to_name_the_kind: bool) -> workload_parts.Nodes | None:
         """The nodes now: the shared node watch's cache (:func:`nodes_watch`) while it is current,
         else a listing. When the pods already prove a disruption the nodes only name its kind: one
         try, within :data:`~pathways_airflow.state.disruption.NODES_REFINE_WITHIN_SECONDS`, not the
@@ -369,7 +369,7 @@ class PathwaysJobTrigger(KillableTrigger):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(watch.synced.wait(), budget)
         if watch.synced.is_set() and watch.failing_since is None and not watch.forbidden:
-            return watch.values()
+            return watch.by_name()
         if not only_to_name_the_kind:
             return await self.hook.list_nodes()
         try:

@@ -82,3 +82,37 @@ def test_an_endings_notes_do_not_wait_for_a_held_write_and_still_land_last(pathw
     finally:
         pathways_cluster.clear_faults()
         hook.delete(SERVICE, "default", "noted-held")
+
+
+def test_notes_that_may_wait_go_after_the_others_and_all_before_a_loop_ends(pathways_cluster):
+    """The phases alone wait (a flapping slice rewrote them at every flap) while a note a verdict
+    reads, noted after them, goes out at once; a worker's own loop writes what still waits before
+    it ends."""
+    hook = PathwaysHook()
+    names = ("noted-phases", "noted-evidence")
+    for name in names:
+        hook.create(_service(name))
+
+    def annotations(name: str) -> dict[str, str]:
+        return (hook.get(SERVICE, "default", name) or {})["metadata"].get("annotations") or {}
+
+    async def flapping() -> tuple[dict[str, str], dict[str, str], float]:
+        writer = note_writer(ClusterTarget())
+        try:
+            writer.later((SERVICE, "default", names[0]), {"example.com/phases": "1"}, within=30.0)
+            writer.later((SERVICE, "default", names[1]), {"example.com/ran-on": "node-a"})
+            await asyncio.sleep(0.5)
+            early = await asyncio.to_thread(lambda: {name: annotations(name) for name in names})
+            started = time.monotonic()
+            await notes_written()
+            return early[names[0]], early[names[1]], time.monotonic() - started
+        finally:
+            await AsyncPathwaysHook.close_all()
+
+    try:
+        phases, evidence, flushed_in = asyncio.run(flapping())
+        assert (phases, evidence) == ({}, {"example.com/ran-on": "node-a"})
+        assert annotations(names[0]) == {"example.com/phases": "1"} and flushed_in < 5.0
+    finally:
+        for name in names:
+            hook.delete(SERVICE, "default", name)

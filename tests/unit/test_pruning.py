@@ -219,7 +219,8 @@ def as_cached(fields: Fields) -> Fields:
     cached["pods"] = [pruned_pod(copy.deepcopy(p)) for p in fields["pods"]]
     cached["jobs"] = [pruned_job(copy.deepcopy(j)) for j in fields.get("jobs") or ()]
     cached["kueue_workload"] = fields["kueue_workload"] and pruned_kueue_workload(copy.deepcopy(fields["kueue_workload"]))
-    cached["node_sets"] = {label: [pruned_node(copy.deepcopy(n)) for n in nodes] for label, nodes in NODE_SETS.items()}
+    # by name, as a triggerer's node cache hands them to a verdict (SharedWatch.by_name)
+    cached["node_sets"] = {label: {n["metadata"]["name"]: pruned_node(copy.deepcopy(n)) for n in nodes} for label, nodes in NODE_SETS.items()}
     return cached
 
 

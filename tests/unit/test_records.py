@@ -93,3 +93,19 @@ def test_the_workloads_a_submission_ran_travel_with_it_and_keep_their_deletion()
     assert [(r.workload, r.submitted, r.ended) for r in again.runs] == [("train-x-0", 100.0, 150.0), ("train-x-1", 153.0, 161.0)]
     # A record an older version wrote has no runs and no submission time.
     assert Submission.from_dict({"name": "train-x-0", "started": 5.0}).runs == ()
+
+
+def test_only_the_phases_alone_may_wait_to_be_written():
+    from pathways_airflow.run.annotations import PHASES_ANNOTATION, PHASES_EVERY_SECONDS, write_within
+    from pathways_airflow.state.ran_on import where_workers_run
+
+    phases = {PHASES_ANNOTATION: '[{"at":1.0,"phase":"RUNNING","slices_ready":1,"slices_total":1}]'}
+    worker = {
+        "metadata": {"name": "train-worker-0-0-abcde", "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "worker"}},
+        "spec": {"nodeName": "gke-tpu-v5e-node-a"}, "status": {"phase": "Running", "startTime": "2026-11-28T10:00:00Z"},
+    }
+    where = where_workers_run([worker], 0, "worker")
+    assert where is not None
+    assert write_within(phases) == PHASES_EVERY_SECONDS
+    assert write_within({**phases, **where}) == 0.0
+    assert write_within(where) == 0.0

@@ -3,13 +3,14 @@ restarts it explained), written at a rate the API server and the triggerer's loo
 
 A note is evidence for a later reader — a trigger re-created after a triggerer restart, the task's
 next try, the janitor — not for the wait that writes it, which keeps the same facts in memory and
-in its event. Written at once, each start of a workload costs a PATCH and the watch event the
-PATCH brings back; at 10,000 waits thousands of workloads start within a minute and those writes
-alone saturated the loop (``benchmarks/README.md``). So a wait leaves its notes with its loop's
-writer for the cluster: notes for one workload merge while they wait (a newer value of a key
-replaces an older one), and they go out one at a time, at most :data:`WRITES_PER_SECOND`, oldest
-workload first. A wait that ends writes its own at once (:meth:`NoteWriter.now`), merged with
-whatever of it still waits, before the task acts on its event.
+in its event. Written at once, each change of a workload costs a PATCH and the watch event the
+PATCH brings back: at 10,000 waits, 13,909 PATCHes in a minute (``benchmarks/README.md``). So a
+wait leaves its notes with its loop's writer for the cluster: notes for one workload merge while
+they wait (a newer value of a key replaces an older one), and they go out one at a time, at most
+:data:`WRITES_PER_SECOND`, in the order they came, except that notes a later reader can do
+without and a workload rewrites at every change (its phases alone) wait minutes, after all the
+others. A wait that ends writes its own at once (:meth:`NoteWriter.now`), merged with whatever of
+it still waits, before the task acts on its event.
 
 The writer lives as long as the loop: a note outlives the wait that made it. A worker's own loop
 (a task that does not defer) waits for it to finish (:func:`notes_written`); a triggerer that
@@ -53,34 +54,28 @@ class NoteWriter:
         """When each workload's waiting notes may go out, those that may wait after all the others
         (a heap; a workload may have several entries: the first writes them all, the others find
         nothing left)."""
-        self.written_at: dict[Workload, float] = {}
         self.in_flight: dict[Workload, asyncio.Task[None]] = {}
         self.draining: asyncio.Task[None] | None = None
         self.flushing = False
-        self.longest_within = 0.0
         self._order = itertools.count()
 
     def later(self, workload: Workload, notes: Mapping[str, str], *, within: float = 0.0) -> None:
         """Write ``notes`` on ``workload`` in the background, merged with those still waiting.
 
         ``within`` > 0 (notes a later reader can do without, written often:
-        :func:`~pathways_airflow.run.annotations.write_within`): that many seconds from now, and
-        from the workload's last write, and after every note that may not wait."""
+        :func:`~pathways_airflow.run.annotations.write_within`): not before that many seconds
+        from now, and after every note that may not wait. Notes of the workload made meanwhile
+        go with them, so a workload noting them at every change writes them once per ``within``."""
         self.pending.setdefault(workload, {}).update(notes)
-        self.longest_within = max(self.longest_within, within)
-        now = time.monotonic()
-        due = max(now + within, self.written_at.get(workload, now) + within) if within > 0 else now
-        heapq.heappush(self.due, (within > 0, due, next(self._order), workload))
+        heapq.heappush(self.due, (within > 0, time.monotonic() + within, next(self._order), workload))
         if self.draining is None or self.draining.done():
             self.draining = asyncio.get_running_loop().create_task(self._drain())
 
     async def now(self, workload: Workload, notes: Mapping[str, str]) -> None:
         """Write ``notes`` and whatever of ``workload`` still waits, now, without waiting for a
         write of it in flight (an API holding that one up must not hold up a verdict); such a
-        write may land after this one, so the same notes follow it once more. Its wait is over:
-        the writer forgets it."""
+        write may land after this one, so the same notes follow it once more."""
         merged = {**self.pending.pop(workload, {}), **notes}
-        self.written_at.pop(workload, None)
         if not merged:
             return
         await self._write(workload, merged)
@@ -116,10 +111,7 @@ class NoteWriter:
             finally:
                 if self.in_flight.get(workload) is task:
                     del self.in_flight[workload]
-            self.written_at[workload] = started
             await asyncio.sleep(max(0.0, spacing - (time.monotonic() - started)))
-        since = time.monotonic() - self.longest_within  # writes that space out nothing any more are forgotten
-        self.written_at = {w: at for w, at in self.written_at.items() if at > since}
 
     async def _write(self, workload: Workload, notes: Mapping[str, str]) -> None:
         """Best effort: what a note records also travels in the task's event."""

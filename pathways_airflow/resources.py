@@ -82,5 +82,9 @@ def resource_of(manifest: dict) -> Resource:
     return resource
 
 
+ObjectRef = tuple[Resource, str, str]
+"""``(resource, namespace, name)`` of one object on the cluster."""
+
+
 def workload_resource(backend: str) -> Resource:
     return PATHWAYSJOB if backend == "pathwaysjob" else JOBSET

@@ -20,6 +20,7 @@ from airflow.sdk import BaseOperator
 
 from pathways_airflow.connection import ClusterConnectionMixin
 from pathways_airflow.exceptions import KubernetesApiError, PathwaysError
+from pathways_airflow.resources import ObjectRef, Resource
 from pathways_airflow.run.rounds import first_try_of
 from pathways_airflow.spec.names import TaskIdentity
 
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow.triggers.base import BaseTrigger
-
-    from pathways_airflow.resources import Resource
 
 
 def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
@@ -57,8 +56,8 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
 DRY_RUN_RUN_ID = "dry-run"
 """The run id a dry run uses without a context, so a dry run never names a real run."""
 
-Held = tuple["Resource", str, str]
-"""``(resource, namespace, name)`` of an object a kill of the task must delete."""
+Held = ObjectRef
+"""An object a kill of the task must delete."""
 _HOLDING = threading.RLock()
 """Guards what every task of the process holds: a kill (another thread, or a signal handler in the
 task's own) takes it while the task adds to it. Reentrant: the handler may interrupt an update."""

@@ -240,7 +240,7 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None and nodes is not None and not workers_nodes_disrupted(jobset, by_name.values(), ran_on):
+    if head_job is not None and nodes is not None and not workers_nodes_disrupted(jobset, by_name, ran_on):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),

@@ -27,11 +27,11 @@ import itertools
 import logging
 import time
 import weakref
-from typing import Mapping
+from collections.abc import Mapping
 
 from pathways_airflow.hooks.api import describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
-from pathways_airflow.resources import Resource
+from pathways_airflow.resources import ObjectRef
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ WRITES_PER_SECOND = 20.0
 workloads change once a minute on average, 14.5 a second are due (``benchmarks/README.md``), so a
 triggerer of that size never queues; a larger one spreads its notes out instead of stalling."""
 
-Workload = tuple[Resource, str, str]
-"""``(resource, namespace, name)`` of the workload a note is written on."""
+Workload = ObjectRef
+"""The workload a note is written on."""
 
 
 class NoteWriter:
@@ -54,7 +54,7 @@ class NoteWriter:
         """When each workload's waiting notes may go out, those that may wait after all the others
         (a heap; a workload may have several entries: the first writes them all, the others find
         nothing left)."""
-        self.in_flight: dict[Workload, asyncio.Task[None]] = {}
+        self.in_flight: set[Workload] = set()
         self.draining: asyncio.Task[None] | None = None
         self.flushing = False
         self._order = itertools.count()
@@ -104,13 +104,11 @@ class NoteWriter:
             heapq.heappop(self.due)
             notes = self.pending.pop(workload)
             started = time.monotonic()
-            task = asyncio.get_running_loop().create_task(self._write(workload, notes))
-            self.in_flight[workload] = task
+            self.in_flight.add(workload)
             try:
-                await asyncio.wait([task])
+                await self._write(workload, notes)  # logs its own failures
             finally:
-                if self.in_flight.get(workload) is task:
-                    del self.in_flight[workload]
+                self.in_flight.discard(workload)
             await asyncio.sleep(max(0.0, spacing - (time.monotonic() - started)))
 
     async def _write(self, workload: Workload, notes: Mapping[str, str]) -> None:

@@ -20,7 +20,15 @@ from pathways_airflow.resources import Resource
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 
 TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 11
+"""Tries of one call: its waits double from :data:`FIRST_RETRY_SECONDS` to :data:`MAX_RETRY_SECONDS`,
+about 80 s in all, so an API server's restart is ridden out and a blip costs a tenth of a second."""
+FIRST_RETRY_SECONDS = 0.1
+"""The first retry's wait. Most 5xx answers and dropped connections are blips (a load balancer's
+hiccup, an API server's leader change): the first retries come quickly, because a disrupted
+workload's next attempt may be waiting behind the call and every second of that is a second of
+slices held or idle; a longer outage reaches the longer waits after a few tries."""
+MAX_RETRY_SECONDS = 30.0
 MAX_RETRY_AFTER = 60.0
 LOG_LINE_CHARS = 2_000
 REQUEST_TIMEOUT = 60.0
@@ -65,7 +73,7 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
         return None
 
 
-_backoff = wait_exponential_jitter(initial=0.5, max=30.0)
+_backoff = wait_exponential_jitter(initial=FIRST_RETRY_SECONDS, max=MAX_RETRY_SECONDS, jitter=FIRST_RETRY_SECONDS)
 
 
 def _wait(state: RetryCallState) -> float:

@@ -428,13 +428,7 @@ class AsyncPathwaysHook(_ClusterHook):
         return response
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
+        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None, content_type: str = "application/json",
         attempts: int = MAX_ATTEMPTS,
     ) -> Any:
         async for attempt in AsyncRetrying(**retry_options(self.log, attempts)):
@@ -485,9 +479,10 @@ class AsyncPathwaysHook(_ClusterHook):
         except Exception as error:
             return absent(error, False)
 
-    async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None) -> bool:
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None,
+                     attempts: int = MAX_ATTEMPTS) -> bool:
         try:
-            await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation))
+            await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation), attempts=attempts)
             return True
         except Exception as error:
             return absent(error, False)

@@ -54,11 +54,17 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
     jobs = await hook.list(JOB, namespace, label_selector=selector)
     pods = await hook.list(POD, namespace, label_selector=selector)
     leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)
-    for resource, name in _chain_order(leftovers):
-        await hook.delete(resource, namespace, name, propagation="Background")
+    await delete_left_behind(hook, namespace, leftovers)
     if leftovers.to_delete:
         log.warning(reclaimed_line(namespace, workload, leftovers, waited))
     return leftovers
+
+
+async def delete_left_behind(hook: AsyncPathwaysHook, namespace: str, leftovers: Leftovers, *, attempts: int = MAX_ATTEMPTS) -> None:
+    """Delete what the collector left, top down, in the background (a Job already waiting on its
+    foreground deletion then goes at once: :func:`~pathways_airflow.state.reclaim.restart_held_up`)."""
+    for resource, name in _chain_order(leftovers):
+        await hook.delete(resource, namespace, name, propagation="Background", attempts=attempts)
 
 
 def wait_reclaimed(hook: PathwaysHook, namespace: str, workload: str, *, timeout: float, until_gone: bool = True) -> Leftovers:

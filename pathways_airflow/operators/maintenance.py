@@ -24,7 +24,9 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from pathways_airflow.exceptions import KubernetesApiError
+from pathways_airflow.hooks.api import describe
 from pathways_airflow.operators.base import first_event_here
+from pathways_airflow.resources import NODE
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.spec.errors import SpecProblem
 from pathways_airflow.state.slices import (
@@ -36,6 +38,7 @@ from pathways_airflow.state.slices import (
     maintenance_ahead,
     maintenance_window_of,
     pools_of,
+    slice_readiness,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +95,17 @@ class MindsMaintenance:
             if ahead.clear:
                 return record
             record = self._wait_for_maintenance(context, request, ahead, duration, record)
+
+    def report_slices(self) -> None:
+        """Say which slices are still down after a resubmission: the new workload waits in the
+        scheduler until they return. Read once, after the submission: a line for the log never
+        holds up the next attempt (a node listing retried through API errors once cost seconds)."""
+        try:
+            nodes = self.hook.list(NODE, attempts=1)  # type: ignore[attr-defined]
+        except Exception as error:
+            self.log.info("could not read the slices at resubmission (%s); the new workload waits for them in the scheduler", describe(error))  # type: ignore[attr-defined]
+            return
+        self.log.info("slices at resubmission: %s", slice_readiness(nodes, self.slices_wanted(), now=time.time()).summary())  # type: ignore[attr-defined]
 
     def _ahead(
         self, nodes: list[dict[str, Any]], request: SliceRequest, now: float, duration: float, policy: MaintenanceWindow

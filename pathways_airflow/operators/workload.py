@@ -27,7 +27,6 @@ from pathways_airflow.operators.manifest import SuppliedManifest
 from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
-from pathways_airflow.state.slices import slice_readiness
 from pathways_airflow.run import messages, outcome, rounds
 from pathways_airflow.run.annotations import phases_written
 from pathways_airflow.run.records import Submission, WorkloadEvent
@@ -131,7 +130,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         (MaxText's own run directory, multi-tier checkpointing's local and peer copies). Either way
         the disruption records the step the program logs it restored (MaxText's
         ``restoring from this run's directory step N``), with ``resume_source="program_log"``.
-    :param wait_for_maintenance: before resubmitting, report which slices are still under
+    :param wait_for_maintenance: when resubmitting, report which slices are still under
         maintenance; the new workload is scheduled once enough slices are back.
     :param expected_duration: how long the run takes (``timedelta`` or seconds). With it, before
         the workload is submitted, maintenance GKE announced inside that time on the slices it may
@@ -508,17 +507,13 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
                 messages.budget_exhausted_message(submission, self.disruption_budget),
                 disruptions=[d.to_dict() for d in submission.disruptions],
             )
-        if self.wait_for_maintenance:
-            self._report_slices()
         manifest = self.render_manifest(context, attempt=attempt, resume_from=checkpoint)
         self.hook.create_or_adopt(manifest, identity.key)
         submission = submission.next_attempt(manifest["metadata"]["name"], submitted=time.time())
         self.log.info("submitted %s (attempt %d), %s", submission.name, attempt, messages.resume_line(self.resume, checkpoint))
+        if self.wait_for_maintenance:
+            self.report_slices()
         return self._wait(context, submission)
-
-    def _report_slices(self) -> None:
-        """Say which slices are still down: the new workload waits in the scheduler until they return."""
-        self.log.info("slices before resubmitting: %s", slice_readiness(self.hook.list_nodes(), self.slices_wanted(), now=time.time()).summary())
 
     def _complete(
         self,

@@ -21,7 +21,7 @@ from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
-from pathways_airflow.state import creation
+from pathways_airflow.state import creation, reclaim
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
@@ -74,6 +74,9 @@ class WaitMemory:
     resumed_from: int | None = None
     """The step the program said it restored (:func:`~pathways_airflow.run.progress.step_resumed_from`)."""
     next_resume_read: float = 0.0
+    collector_late_since: float | None = None
+    """When a look first saw the JobSet's restart held up by the last attempt's pods the garbage
+    collector had not reached (:func:`restart_held_up`)."""
 
     @classmethod
     def starting(cls, last_state: dict[str, Any] | None, now: float, writes: bool = True, reads_resume: bool = False) -> WaitMemory:
@@ -207,6 +210,17 @@ def recovery(
     if _slices_back(observation, state):
         return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
     return memory.recovering, recovered
+
+
+def restart_held_up(memory: WaitMemory, observation: Observation, now: float) -> tuple[WaitMemory, reclaim.Leftovers]:
+    """What of the last attempt holds up the JobSet's restart in place, timed from the look that
+    first saw it (:func:`~pathways_airflow.state.reclaim.restart_held_up`). A wait that only
+    watches (a sensor's) never deletes: it is told nothing is to be done."""
+    seen = reclaim.restart_held_up(observation.jobs, observation.pods, 0.0)
+    if not memory.writes or not seen.unmarked:
+        return (memory if memory.collector_late_since is None else replace(memory, collector_late_since=None)), seen
+    since = now if memory.collector_late_since is None else memory.collector_late_since
+    return replace(memory, collector_late_since=since), reclaim.restart_held_up(observation.jobs, observation.pods, now - since)
 
 
 def _children_missing(observation: Observation, state: WorkloadState) -> bool:

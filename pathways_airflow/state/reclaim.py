@@ -1,4 +1,5 @@
-"""After a workload's DELETE is accepted: what still holds its TPUs, and what to delete directly.
+"""After a workload's DELETE is accepted, or its JobSet's restart deleted the last attempt's Jobs:
+what still holds its TPUs, and what to delete directly.
 
 A delete hands the workload's JobSet, Jobs and pods to the cluster's garbage collector, which on
 a busy GKE cluster can take 10–47 minutes to reach them while the pods keep their chips
@@ -96,12 +97,50 @@ def left_behind(
     return Leftovers(len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), chips)
 
 
-def reclaimed_line(namespace: str, workload: str, leftovers: Leftovers, waited: float) -> str:
-    """The log line a human reads when we did the garbage collector's work."""
+FOREGROUND_DELETION = "foregroundDeletion"
+"""The finalizer an object deleted in the foreground keeps until the collector has deleted its dependents."""
+
+
+def _owned_by(pod: Mapping[str, Any], uids: set[str]) -> bool:
+    return any(ref.get("uid") in uids for ref in pod["metadata"].get("ownerReferences") or ())
+
+
+def restart_held_up(jobs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], waited: float) -> Leftovers:
+    """What holds up a JobSet's restart in place, and what to delete directly.
+
+    A JobSet restarting (a failure policy's restart, or ``RestartJob``) deletes the last attempt's
+    Jobs in the foreground and creates the next attempt's under the same names once they are gone
+    (jobset ``pkg/controllers/jobset_controller.go``, ``deleteJobs``). A Job deleted in the
+    foreground stays until the collector has deleted every pod it owns, ended ones too: a late
+    collector holds the restart for as long as it is late. ``waited`` seconds after this was first
+    seen (the same :data:`COLLECTOR_MARGIN_SECONDS`), the Jobs are deleted again in the
+    background, which takes them away at once (a DELETE's propagation policy replaces the
+    finalizers of an object already being deleted: apiserver ``registry/generic/registry/store.go``,
+    ``deletionFinalizersForGarbageCollection``), and their pods nothing has asked to stop are
+    deleted directly. :attr:`Leftovers.holding` counts the pods the Jobs wait on.
+    """
+    held = [j for j in jobs if j["metadata"].get("deletionTimestamp") and FOREGROUND_DELETION in (j["metadata"].get("finalizers") or ())]
+    uids = {j["metadata"].get("uid") for j in held}
+    theirs = [p for p in pods if _owned_by(p, uids)]
+    unmarked = [p for p in theirs if not p["metadata"].get("deletionTimestamp")]
+    if not unmarked or waited < COLLECTOR_MARGIN_SECONDS:
+        return Leftovers(len(theirs), len(unmarked))
+    chips = sum(pod_chips(p) for p in unmarked if holds_tpus(p))
+    return Leftovers(len(theirs), len(unmarked), (), tuple(j["metadata"]["name"] for j in held), _unmarked(unmarked), chips)
+
+
+def reclaimed_line(namespace: str, workload: str, leftovers: Leftovers, waited: float, *, restart: bool = False) -> str:
+    """The log line a human reads when we did the garbage collector's work (for a JobSet's
+    ``restart`` in place: :func:`restart_held_up`)."""
     parts = ["its JobSet"] if leftovers.jobsets else []
     parts += [f"{len(leftovers.jobs)} Jobs"] if leftovers.jobs else []
     parts.append(f"{len(leftovers.pods)} pods")
     reached = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+    if restart:
+        return (
+            f"{namespace}/{workload}: its JobSet's restart waited on the garbage collector, which had not reached the last "
+            f"attempt's {reached} {waited:.0f} s after they were deleted; deleted them directly, so the next attempt can start"
+        )
     return (
         f"{namespace}/{workload}: the garbage collector had not reached {reached} {waited:.0f} s after the delete; "
         f"deleted them directly, reclaiming {leftovers.chips} TPU chips"

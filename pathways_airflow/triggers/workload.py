@@ -28,11 +28,12 @@ from airflow.triggers.base import TriggerEvent
 from pathways_airflow import well_known
 from pathways_airflow.hooks.api import describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
+from pathways_airflow.hooks.reclaim import delete_left_behind
 from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, NODE, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS
-from pathways_airflow.state import creation, disruption, model, ran_on, status, workload_parts
+from pathways_airflow.state import creation, disruption, model, ran_on, reclaim, status, workload_parts
 from pathways_airflow.state.queue import QueuePlace, local_queue_of, queue_place
 from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
@@ -199,6 +200,7 @@ class PathwaysJobTrigger(KillableTrigger):
                     await wait_for_change(list(subscriptions.values()), recheck_in(self.poll_interval, remaining))
                     continue
                 observation, now = observe(self.backend, self.name, self.namespace, watches), time.time()
+                memory = await self._restart_unblocked(memory, observation, now)
                 live = wait_memory.live_jobs_with(memory.live_jobs, observation.jobs)
                 state = status.workload_state(observation)
                 refused_spec = await self._creation_refused(memory, observation, state, live, now)
@@ -236,6 +238,9 @@ class PathwaysJobTrigger(KillableTrigger):
                 wait = recheck_in(self.poll_interval, remaining)
                 if memory.next_creation_check:  # child objects are missing: look at the events again soon
                     wait = min(wait, creation.CHECK_EVERY_SECONDS)
+                held_until = None if memory.collector_late_since is None else memory.collector_late_since + reclaim.COLLECTOR_MARGIN_SECONDS
+                if held_until is not None and held_until > now:  # the collector's margin for a restart held up runs out
+                    wait = min(wait, held_until - time.time())
                 if state.phase is model.Phase.QUEUED and memory.next_queue_check:  # its place in the queue moves
                     wait = min(wait, max(0.0, memory.next_queue_check - time.time()))
                 await wait_for_change(list(subscriptions.values()), wait)
@@ -306,6 +311,22 @@ class PathwaysJobTrigger(KillableTrigger):
         if refused and self.until_phase is None:
             await self._delete(refused)
         return refused
+
+    async def _restart_unblocked(self, memory: wait_memory.WaitMemory, observation: model.Observation, now: float) -> wait_memory.WaitMemory:
+        """Do the garbage collector's work a JobSet's restart in place waits on, once it is late
+        (:func:`~pathways_airflow.state.reclaim.restart_held_up`). A failed delete is tried again
+        at the next look; the restart meanwhile waits on the collector, as it would without us."""
+        memory, held = wait_memory.restart_held_up(memory, observation, now)
+        if held.to_delete:
+            waited = now - (memory.collector_late_since or now)
+            try:
+                await delete_left_behind(self.hook, self.namespace, held, attempts=1)  # the next look is the retry
+            except Exception as error:
+                self.log.warning("%s/%s: could not delete what holds its restart up (%s); trying again at the next look",
+                                 self.namespace, self.name, describe(error))
+            else:
+                self.log.warning(reclaim.reclaimed_line(self.namespace, self.name, held, waited, restart=True))
+        return memory
 
     async def _settled_verdict(
         self, observation: model.Observation, live: wait_memory.Jobs, subscriptions: dict[str, Any], watches: dict[str, SharedWatch],

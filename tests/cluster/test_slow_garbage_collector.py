@@ -152,3 +152,35 @@ def test_a_pathwaysjobs_jobset_comes_back_while_the_pathwaysjob_is_there_so_ours
         looks.append(hook.get(JOBSET, "default", "gc-late-ours"))
         time.sleep(0.1)
     assert looks[-1] is None and all(look is None or look["metadata"].get("deletionTimestamp") for look in looks), "never created again"
+
+
+def test_a_jobsets_restart_in_place_does_not_wait_for_a_late_collector(late_collector, capsys):
+    """Maintenance on the workers' slice: the JobSet restarts in place, deleting the attempt's Jobs
+    in the foreground and creating the next attempt's once they are gone. The collector would take
+    days to reach the old pods; the trigger waiting on the workload deletes the Jobs again in the
+    background and their pods directly once the margin is over, and the next attempt runs."""
+    from tests.support.triggers import first_event
+
+    cluster, name = late_collector, "gc-late-restart"
+    hook = running_training(name, "jobset")
+    trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=1)
+    timings: dict[str, float] = {}
+
+    def of_attempt(attempt: str) -> list[dict]:
+        return [p for p in running_pods(hook, name) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == attempt]
+
+    def maintenance_then_restarted() -> None:
+        nodes = {n["metadata"]["name"]: n for n in cluster.list("v1", "Node")}
+        worker = next(p for p in running_pods(hook, name) if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker")
+        started = time.monotonic()
+        cluster.maintenance(nodes[worker["spec"]["nodeName"]]["metadata"]["labels"]["cloud.google.com/gke-nodepool"], duration=600)
+        wait_for(lambda: (hook.get(JOBSET, "default", name) or {}).get("status", {}).get("restarts") == 1, timeout=30, what="the JobSet restarting")
+        wait_for(lambda: len(of_attempt("1")) == 3, timeout=LATE_AFTER * 4 + 30, what="the next attempt's head and workers running")
+        timings["restarted"] = time.monotonic() - started
+
+    with pytest.raises(TimeoutError):  # the training runs on: the wait has nothing to report
+        first_event(trigger, timeout=1, during=maintenance_then_restarted, during_after=0.2)
+    hook.delete(JOBSET, "default", name, propagation="Background")
+    said = [line for line in capsys.readouterr().out.splitlines() if "its JobSet's restart waited on the garbage collector" in line]
+    assert len(said) == 1 and "the last attempt's 2 Jobs and 3 pods" in said[0], said
+    assert timings["restarted"] < LATE_AFTER * 4 + 30, "days of cluster time, without the trigger"

@@ -140,7 +140,8 @@ def test_a_delete_outlives_the_wait_that_started_it_but_not_silently_its_loop(pa
     target = ClusterTarget()
     for name, waits in (("slow-delete-waited", True), ("slow-delete-dropped", False)):
         submit_training(name, steps=400)
-        pathways_cluster.inject_fault(rf"/jobsets/{name}$", status=503, count=1, methods=["DELETE"])  # the first DELETE fails: a retry in 5 s
+        # the first DELETE is refused with Retry-After: 2 (the retry comes after the loop below ends)
+        pathways_cluster.inject_fault(rf"/jobsets/{name}$", status=503, count=1, methods=["DELETE"], retry_after=2)
 
         async def delete() -> None:
             delete_in_background(target, JOBSET, "default", name, "the task was killed")

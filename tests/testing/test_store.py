@@ -118,6 +118,27 @@ def test_foreground_deletion_waits_for_a_dependent_held_by_a_finalizer(store):
     assert store.find(pods, "default", "fg-pod") is None and store.find(jobs, "default", "fg") is None
 
 
+def test_deleting_again_in_the_background_takes_a_job_waiting_on_its_foreground_deletion_away_at_once(store):
+    """As a real API server does (``registry/generic/registry/store.go``: a DELETE's propagation
+    policy replaces the garbage-collection finalizers of an object already being deleted): a Job
+    held by ``foregroundDeletion`` goes when deleted again in the background, and its pod is then
+    collected in the background. Deleting it again with no policy, or in the foreground, keeps
+    it waiting; other finalizers stay."""
+    jobs, pods = kind(store, "batch", "v1", "jobs"), kind(store, "", "v1", "pods")
+    job = store.create(jobs, {"metadata": {"name": "held"}, "spec": {"template": {}}})
+    store.create(pods, {"metadata": {"name": "held-0", "finalizers": ["example.com/drain"], **owned(job)}, "spec": {"containers": []}})
+    store.delete(jobs, "default", "held", propagation="Foreground")
+    for policy in (None, "Foreground"):
+        store.delete(jobs, "default", "held", propagation=policy)
+        assert store.find(jobs, "default", "held")["metadata"]["finalizers"] == ["foregroundDeletion"], policy
+    store.delete(jobs, "default", "held", propagation="Background")
+    assert store.find(jobs, "default", "held") is None
+    pod = store.find(pods, "default", "held-0")
+    assert pod["metadata"].get("deletionTimestamp") and pod["metadata"]["finalizers"] == ["example.com/drain"]
+    store.delete(pods, "default", "held-0", propagation="Background")
+    assert store.find(pods, "default", "held-0")["metadata"]["finalizers"] == ["example.com/drain"], "not a collector's finalizer"
+
+
 def test_a_late_collector_leaves_each_level_of_dependents_running_until_it_comes(store):
     """A JobSet → Job → pod chain deleted in the foreground while the collector is 60 s (1 s real)
     late: the JobSet is only marked and the pod lives on; the collector reaches the Job after 1 s

@@ -14,6 +14,7 @@ from pathways_airflow.state.reclaim import (
     left_behind,
     pod_chips,
     reclaimed_line,
+    restart_held_up,
 )
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "status" / "running_two_slices.json").read_text())["observation"]
@@ -89,3 +90,42 @@ def test_a_workload_whose_pods_ended_or_went_is_gone():
         p["status"]["phase"] = "Succeeded"
     assert left_behind([JOBSET], jobs_of(PODS), ended, waited=3600).gone
     assert left_behind([], [], [], waited=0).gone
+
+
+def restarting(pods: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The Jobs and pods of an attempt whose JobSet restarts: the Jobs deleted in the foreground
+    (jobset_controller.go deleteJobs), the workers' pods ended by the disruption, none marked yet."""
+    uids = {r["uid"]: r["name"] for p in pods for r in p["metadata"]["ownerReferences"]}
+    jobs = [
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": n, "namespace": "default", "uid": u, "finalizers": ["foregroundDeletion"],
+                                                               "deletionTimestamp": "2026-11-22T07:41:30Z"}}
+        for u, n in sorted(uids.items())
+    ]
+    ended = copy.deepcopy(pods)
+    for pod in ended:
+        if pod in WORKERS:
+            pod["status"]["phase"] = "Failed"
+    return jobs, ended
+
+
+def test_a_restart_held_up_by_a_late_collector_has_its_jobs_deleted_again_and_every_unmarked_pod_deleted():
+    jobs, pods = restarting(PODS)
+    early = restart_held_up(jobs, pods, COLLECTOR_MARGIN_SECONDS - 0.5)
+    assert not early.to_delete and early.holding == len(PODS) and early.unmarked == len(PODS)
+    late = restart_held_up(jobs, pods, COLLECTOR_MARGIN_SECONDS)
+    assert late.jobs == tuple(j["metadata"]["name"] for j in jobs) and not late.jobsets
+    assert sorted(late.pods) == sorted(p["metadata"]["name"] for p in PODS), "ended pods hold the Jobs too"
+    assert late.chips == 0, "the ended workers' chips are already free; the head has none"
+    line = reclaimed_line("default", "steady", late, 12.0, restart=True)
+    assert line.startswith("default/steady: its JobSet's restart waited on the garbage collector") and "3 Jobs and 5 pods 12 s" in line
+
+
+def test_a_restart_the_collector_is_working_on_or_not_held_up_at_all_is_left_alone():
+    jobs, pods = restarting(PODS)
+    stopping = [marked(p) for p in pods]
+    assert not restart_held_up(jobs, stopping, 3600).to_delete and restart_held_up(jobs, stopping, 3600).holding == len(PODS)
+    unmarked_jobs = [{**j, "metadata": {k: v for k, v in j["metadata"].items() if k != "deletionTimestamp"}} for j in jobs]
+    background = [{**j, "metadata": {**j["metadata"], "finalizers": []}} for j in jobs]
+    for not_held in (unmarked_jobs, background, []):
+        found = restart_held_up(not_held, pods, 3600)
+        assert not found.to_delete and found.holding == 0, not_held

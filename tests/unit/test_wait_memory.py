@@ -35,6 +35,7 @@ from pathways_airflow.run.wait_memory import (
     line_to_log,
     live_jobs_with,
     remembered,
+    restart_held_up,
     restarts_known,
     top_of,
 )
@@ -394,3 +395,27 @@ def test_a_slice_loss_the_program_rode_out_explains_no_later_failure_of_the_same
     seen_since = {**disruption_seen_annotation(0, lost, T0 + 60), **restarts_annotation([ridden], RECOVERED_ANNOTATION)}
     assert disruption_seen(top_of(carrying(observation, seen_since)), None).verdict is Verdict.SLICE_FAILURE
     assert disruption_seen(top_of(carrying(observation, disruption_seen_annotation(0, lost, T0 + 5))), None).verdict is Verdict.SLICE_FAILURE
+
+
+def test_a_restart_held_up_by_the_collector_is_timed_from_the_first_look_that_saw_it():
+    """The margin runs from the look that first saw the last attempt's Jobs waiting on unmarked
+    pods, not from the cluster's timestamps (another clock); once nothing holds them, the memory
+    forgets it; a sensor's wait never acts."""
+    from pathways_airflow.state.reclaim import COLLECTOR_MARGIN_SECONDS
+
+    running, _ = look("running_two_slices")
+    owners = sorted({(r["uid"], r["name"]) for p in running.pods for r in p["metadata"]["ownerReferences"]})
+    jobs = tuple({"metadata": {"name": n, "uid": u, "finalizers": ["foregroundDeletion"], "deletionTimestamp": "2026-11-22T07:41:30Z"}} for u, n in owners)
+    held = replace(running, jobs=jobs)
+    memory, first = restart_held_up(WaitMemory.starting(None, T0), held, T0 + 100)
+    assert memory.collector_late_since == T0 + 100 and not first.to_delete
+    memory, soon = restart_held_up(memory, held, T0 + 100 + COLLECTOR_MARGIN_SECONDS / 2)
+    assert memory.collector_late_since == T0 + 100 and not soon.to_delete
+    memory, late = restart_held_up(memory, held, T0 + 100 + COLLECTOR_MARGIN_SECONDS)
+    assert late.to_delete and len(late.jobs) == 3 and len(late.pods) == len(running.pods)
+    memory, after = restart_held_up(memory, running, T0 + 200)
+    assert memory.collector_late_since is None and not after.to_delete
+    watching = WaitMemory.starting(None, T0, writes=False)
+    for now in (T0, T0 + 3600):
+        watching, nothing = restart_held_up(watching, held, now)
+        assert watching.collector_late_since is None and not nothing.to_delete

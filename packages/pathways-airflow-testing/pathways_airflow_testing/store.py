@@ -332,6 +332,8 @@ class Store:
             raise conflict(kind.group, kind.plural, name)
         if propagation not in (None, "Background", "Foreground", "Orphan"):
             raise bad_request(f"propagationPolicy {propagation!r}: must be Background, Foreground or Orphan")
+        if meta.get("deletionTimestamp") and meta.get("finalizers"):
+            return current if dry_run else self._delete_again(kind, current, propagation)
         if propagation is None:
             # batch/v1 Jobs orphan their pods unless told otherwise, for backwards compatibility.
             propagation = "Orphan" if kind.key == ("batch", "jobs") else "Background"
@@ -341,8 +343,6 @@ class Store:
         if propagation == "Foreground" and self._live_dependents(meta["uid"]) and FOREGROUND_FINALIZER not in finalizers:
             finalizers.append(FOREGROUND_FINALIZER)
         if finalizers:
-            if meta.get("deletionTimestamp"):
-                return current  # already being deleted: deleting again changes nothing
             updated = copy_of(current)
             updated["metadata"]["deletionTimestamp"] = self.clock.timestamp()
             updated["metadata"]["deletionGracePeriodSeconds"] = grace_period_seconds or 0
@@ -362,6 +362,29 @@ class Store:
         if kind.key == ("", "namespaces"):
             self._delete_namespace_contents(name)
         return deleted
+
+    def _delete_again(self, kind: Kind, current: dict[str, Any], propagation: str | None) -> dict[str, Any]:
+        """A DELETE of an object already waiting on finalizers: a propagation policy given again
+        replaces its garbage-collection finalizers, and with none left the object goes at once
+        (apiserver ``registry/generic/registry/store.go``: ``Delete`` →
+        ``deletionFinalizersForGarbageCollection``; the object is not gracefully deleting, so its
+        finalizers may still change). Without a policy nothing changes."""
+        if propagation is None:
+            return current
+        meta = current["metadata"]
+        finalizers = [f for f in meta.get("finalizers") or () if f not in (FOREGROUND_FINALIZER, ORPHAN_FINALIZER)]
+        if propagation == "Foreground" and self._live_dependents(meta["uid"]):
+            finalizers.append(FOREGROUND_FINALIZER)
+        if finalizers == list(meta.get("finalizers") or ()):
+            return current
+        updated = copy_of(current)
+        updated["metadata"]["finalizers"] = finalizers
+        if finalizers or propagation != "Orphan":
+            return self._write(kind, current, updated)  # with none left it goes, its dependents in the background
+        updated["metadata"]["resourceVersion"] = self._next_rv()
+        self._remove(kind, (meta.get("namespace", ""), meta["name"]), current, updated)
+        self._orphan_dependents(meta["uid"])
+        return updated
 
     def _remove(self, kind: Kind, key: ObjectKey, current: dict[str, Any], final: dict[str, Any]) -> None:
         """Drop an object for good, tell the watchers, and let owners waiting on it finish."""

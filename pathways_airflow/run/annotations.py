@@ -100,19 +100,20 @@ def disruption_seen_annotation(restart: int, classification: Classification, at:
     return {DISRUPTION_SEEN_ANNOTATION: json.dumps(data)}
 
 
-def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None) -> Classification | None:
+def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None, ridden_out: Sequence[float] = ()) -> Classification | None:
     """The disruption a trigger saw during restart attempt ``restart``, if one was recorded.
 
     One of an earlier attempt says nothing of this one: the JobSet recovered from it. A
     PathwaysJob does not say which attempt its JobSet is on (``restart`` is ``None``): any counts.
     Nor does one the program rode out (a slice loss with elastic slices, :data:`RECOVERED_ANNOTATION`):
     the workload ran on, so it is not why it stopped later (a record older than the times, with
-    no ``at``, was one of those losses too).
+    no ``at``, was one of those losses too). ``ridden_out``: the times of such losses a wait knows
+    of and may not have written yet.
     """
     data = _annotation(obj or {}, DISRUPTION_SEEN_ANNOTATION)
     if data is None or (restart is not None and data.get("restart") != restart):
         return None
-    ridden_out = [r.time for r in restarts_written(obj, RECOVERED_ANNOTATION)]
+    ridden_out = [*ridden_out, *(r.time for r in restarts_written(obj, RECOVERED_ANNOTATION))]
     if ridden_out and not (isinstance(data.get("at"), (int, float)) and data["at"] > max(ridden_out)):
         return None
     try:
@@ -123,6 +124,13 @@ def disruption_seen(obj: Mapping[str, Any] | None, restart: int | None) -> Class
         return None
     evidence = tuple(f"seen while it ran: {e}" for e in _evidence(data))
     return Classification(verdict, evidence or (f"seen while it ran: {verdict.value}",))
+
+
+def disruption_seen_at(obj: Mapping[str, Any] | None) -> float | None:
+    """When the disruption recorded on ``obj`` was seen, by the recording trigger's clock (``None``:
+    no record, or one older than the times)."""
+    at = (_annotation(obj or {}, DISRUPTION_SEEN_ANNOTATION) or {}).get("at")
+    return float(at) if isinstance(at, (int, float)) else None
 
 
 def verdict_after_the_fact(

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.run.annotations import (
-    RECOVERED_ANNOTATION, disruption_seen_annotation, ended_by_annotation, phases_annotation, phases_written, restarts_annotation,
-    restarts_written,
+    RECOVERED_ANNOTATION, disruption_seen, disruption_seen_annotation, disruption_seen_at, ended_by_annotation, phases_annotation,
+    phases_written, restarts_annotation, restarts_written,
 )
 from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
+from pathways_airflow import well_known
 from pathways_airflow.state import creation, reclaim
 from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
@@ -74,6 +75,9 @@ class WaitMemory:
     resumed_from: int | None = None
     """The step the program said it restored (:func:`~pathways_airflow.run.progress.step_resumed_from`)."""
     next_resume_read: float = 0.0
+    failures_ridden_out: Mapping[str, int] = field(default_factory=dict)
+    """With elastic slices: the failures each worker Job of the running attempt counted while every
+    slice ran again (:func:`failures_ridden_out`)."""
     collector_late_since: float | None = None
     """When a look first saw the JobSet's restart held up by the last attempt's pods the garbage
     collector had not reached (:func:`restart_held_up`)."""
@@ -206,10 +210,43 @@ def recovery(
             lost = Disruption(now, judged.verdict.value, judged.evidence, last_step, PROGRAM_RECOVERY)
             # Replacements may already run (capacity at hand): back before the next look, which an outage may delay past the end.
             return (None, (*recovered, replace(lost, seconds_lost=0.0))) if _slices_back(observation, state) else (lost, recovered)
+        earlier = _lost_before_this_wait(observation, recovered, last_step)
+        if earlier is not None:
+            return (None, (*recovered, earlier)) if _slices_back(observation, state) else (earlier, recovered)
         return None, recovered
     if _slices_back(observation, state):
         return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
     return memory.recovering, recovered
+
+
+def failures_ridden_out(memory: WaitMemory, observation: Observation, state: WorkloadState) -> Mapping[str, int]:
+    """With elastic slices, what each worker Job of the running attempt counts as failed while every
+    slice runs again: pods of slice losses the program rode out, whoever saw them (a wait
+    re-created after the loss sees neither the lost pods nor a record of it, only the count)."""
+    if not elastic_slices(observation) or state.phase is not Phase.RUNNING or not _slices_back(observation, state):
+        return memory.failures_ridden_out
+    worker = worker_job_name(observation.jobset)
+    attempt = str(current_attempt(observation))
+    counted = {
+        str(job["metadata"]["name"]): int((job.get("status") or {}).get("failed") or 0)
+        for job in observation.jobs
+        if (job["metadata"].get("labels") or {}).get(well_known.REPLICATED_JOB) == worker
+        and (job["metadata"].get("labels") or {}).get(well_known.RESTART_ATTEMPT, attempt) == attempt
+        and not job["metadata"].get("deletionTimestamp")
+    }
+    merged = {**memory.failures_ridden_out, **{k: max(v, memory.failures_ridden_out.get(k, 0)) for k, v in counted.items() if v}}
+    return merged if merged != memory.failures_ridden_out else memory.failures_ridden_out
+
+
+def _lost_before_this_wait(observation: Observation, recovered: tuple[Disruption, ...], last_step: int | None) -> Disruption | None:
+    """A slice loss of the running attempt an earlier wait recorded on the workload and never saw
+    ridden out (it was replaced meanwhile: a triggerer restart): this wait follows it as its own,
+    so a later exit of the program is not read as that loss (its lost pods may be gone by now)."""
+    top = top_of(observation)
+    seen, at = disruption_seen(top, current_attempt(observation)), disruption_seen_at(top)
+    if seen is None or at is None or any(r.time >= at for r in recovered):
+        return None
+    return Disruption(at, seen.verdict.value, seen.evidence, last_step, PROGRAM_RECOVERY)
 
 
 def restart_held_up(memory: WaitMemory, observation: Observation, now: float) -> tuple[WaitMemory, reclaim.Leftovers]:
@@ -309,6 +346,7 @@ def remembered(
         lost_pods_seen=lost_pods,
         recovering=recovering,
         recovered=recovered,
+        failures_ridden_out=failures_ridden_out(memory, observation, state),
         resumed_from=memory.resumed_from if read.resume_log is None else step_resumed_from(read.resume_log),
         next_resume_read=now + RESUME_READ_EVERY_SECONDS if read.resume_log is not None else memory.next_resume_read,
     )

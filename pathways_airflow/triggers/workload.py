@@ -209,7 +209,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 read = await self._readings(memory, observation, state, live, now)
                 verdict, seen_again = None, ()
                 if state.phase is model.Phase.FAILED:
-                    settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches)
+                    settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches, memory)
                     verdict = outcome.verdict_of(state, settled)
                 line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
                 read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
@@ -262,12 +262,12 @@ class PathwaysJobTrigger(KillableTrigger):
         hook = self.hook
         failed = wait_memory.failure_to_read(memory, observation)
         failure = None if failed is None else (*failed, await hook.read_log_tail(self.namespace, *failed[:2]))
-        seen = await self._classify(observation, live) if wait_memory.disruption_to_classify(memory, observation) else None
+        seen = await self._classify(observation, live, memory=memory) if wait_memory.disruption_to_classify(memory, observation) else None
         head = wait_memory.head_log_to_read(memory, observation, state)
         head_log = None if head is None else await hook.read_log_tail(self.namespace, *head, 200)
         causes = []
         for ended in range(len(wait_memory.restarts_known(memory, observation)), state.restarts):  # also one between two looks
-            causes.append(await self._classify(observation, live, ended))
+            causes.append(await self._classify(observation, live, ended, memory=memory))
             said = (causes[-1].verdict.value, "; ".join(causes[-1].evidence[:3]))
             self.log.info("%s/%s: the JobSet restarts (%s): %s", self.namespace, self.name, *said)
         queue_read = wait_memory.queue_check_due(memory, observation, state, now)
@@ -330,6 +330,7 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _settled_verdict(
         self, observation: model.Observation, live: wait_memory.Jobs, subscriptions: dict[str, Any], watches: dict[str, SharedWatch],
+        memory: wait_memory.WaitMemory | None = None,
     ) -> tuple[disruption.Classification, tuple[dict[str, Any], ...]]:
         """Why it stopped, looked at twice when the first verdict could still change (and the child
         Jobs the second look saw).
@@ -339,20 +340,27 @@ class PathwaysJobTrigger(KillableTrigger):
         arrives, and a user's bug looks like nothing at all until the head's exit code does. Both
         verdicts decide whether a slice is spent again, so the other watches get to catch up.
         """
-        classified = await self._classify(observation, live)
+        classified = await self._classify(observation, live, memory=memory)
         if not disruption.worth_a_second_look(classified):
             return classified, ()
         await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS, consume=False)
         await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
         again = observe(self.backend, self.name, self.namespace, watches)
-        return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs)), again.jobs
+        return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs), memory=memory), again.jobs
 
-    async def _classify(self, observation: model.Observation, live: wait_memory.Jobs, attempt: int | None = None) -> disruption.Classification:
+    async def _classify(
+        self, observation: model.Observation, live: wait_memory.Jobs, attempt: int | None = None, memory: wait_memory.WaitMemory | None = None,
+    ) -> disruption.Classification:
         """Why run ``attempt`` (numbered by in-place restarts: :func:`~pathways_airflow.state.workload_parts.current_attempt`;
         default: the current one) stopped: the pods and Jobs as last seen (deleted ones too, a Job
         as it was before its deletion began: ``live``), the nodes now, and a disruption an earlier
-        trigger saw during that run and wrote on the workload."""
+        trigger saw during that run and wrote on the workload. What the wait's ``memory`` knows the
+        program rode out (slice losses, the worker Jobs' failures they counted) explains nothing
+        now, though the lost pods may be gone."""
         jobs = list({**{j["metadata"]["name"]: j for j in observation.jobs}, **live}.values())
+        ridden_out = [r.time for r in memory.recovered] if memory else []
+        if memory and memory.failures_ridden_out:
+            jobs = disruption.failures_since(jobs, memory.failures_ridden_out)
         attempt = workload_parts.current_attempt(observation) if attempt is None else attempt
         rode_out = disruption.rode_out_slice_losses(observation)
         if rode_out:  # the losses it got through (lost pods, the worker Jobs' count of them, where it ran before) explain nothing now
@@ -367,7 +375,9 @@ class PathwaysJobTrigger(KillableTrigger):
         if rode_out:
             recorded, where = None, disruption.nodes_workers_run_on(observation)
         else:
-            recorded = written.disruption_seen(top, attempt) or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes))
+            recorded = written.disruption_seen(top, attempt, ridden_out) or (
+                None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes)
+            )
             where = ran_on.nodes_it_ran_on(top, attempt)
         if recorded is None and not where and not proven and self.backend == "pathwaysjob":
             # No failure policy: the head-first rule needs the counter-evidence, and with no

@@ -419,3 +419,44 @@ def test_a_restart_held_up_by_the_collector_is_timed_from_the_first_look_that_sa
     for now in (T0, T0 + 3600):
         watching, nothing = restart_held_up(watching, held, now)
         assert watching.collector_late_since is None and not nothing.to_delete
+
+
+def test_a_wait_re_created_after_a_ridden_out_loss_reads_its_worker_jobs_failures_as_history():
+    """The loss happened before this wait (a triggerer restart); its lost pods are gone and nothing
+    recorded it, but the slice's worker Job still counts them as failed. Seen while every slice
+    runs again, that count is history: a later exit of the head is judged on what fails since."""
+    from pathways_airflow.state.disruption import failures_since, lost_workers
+
+    _, _, back = elastic_looks()
+    running = replace(back, pods=tuple(p for p in back.pods if p["status"].get("phase") != "Failed"))
+    labels = {"jobset.sigs.k8s.io/replicatedjob-name": "worker", "jobset.sigs.k8s.io/restart-attempt": "0"}
+    jobs = tuple(
+        {"metadata": {"name": f"elastic-worker-{i}", "labels": labels}, "status": {"failed": 2 if i == 1 else 0, "active": 2}}
+        for i in range(3)
+    )
+    seen = replace(running, jobs=jobs)
+    state = workload_state(seen)
+    assert state.phase is Phase.RUNNING and state.slices_ready == 3
+    assert lost_workers(jobs, seen.pods, "worker"), "the count alone reads as lost workers"
+    memory, _ = remembered(WaitMemory.starting(None, T0), seen, state, T0)
+    assert memory.failures_ridden_out == {"elastic-worker-1": 2}
+    assert not lost_workers(failures_since(jobs, memory.failures_ridden_out), seen.pods, "worker")
+    once_more = ({**jobs[1], "status": {"failed": 3, "active": 1}},)
+    assert lost_workers(failures_since(once_more, memory.failures_ridden_out), seen.pods, "worker"), "a failure since still tells"
+    # without elastic slices a failure fails the attempt: nothing is history
+    plain, plain_state = look("running_two_slices")
+    memory, _ = remembered(WaitMemory.starting(None, T0), replace(plain, jobs=jobs), plain_state, T0)
+    assert memory.failures_ridden_out == {}
+
+
+def test_a_loss_an_earlier_wait_recorded_but_never_saw_ridden_out_is_recorded_once_by_the_next():
+    from pathways_airflow.run.annotations import RECOVERED_ANNOTATION, disruption_seen, disruption_seen_annotation
+
+    _, _, back = elastic_looks()
+    recorded = carrying(back, disruption_seen_annotation(0, MAINTENANCE, T0 + 5))
+    memory, notes = remembered(WaitMemory.starting(None, T0 + 60), recorded, workload_state(recorded), T0 + 60)
+    [ridden] = memory.recovered
+    assert (ridden.time, ridden.kind, ridden.resubmitted) == (T0 + 5, "MAINTENANCE", False) and RECOVERED_ANNOTATION in notes
+    assert disruption_seen(top_of(recorded), 0, [r.time for r in memory.recovered]) is None, "no longer why it may stop later"
+    memory, notes = remembered(memory, carrying(recorded, notes), workload_state(recorded), T0 + 70)
+    assert len(memory.recovered) == 1 and RECOVERED_ANNOTATION not in notes

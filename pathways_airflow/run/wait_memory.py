@@ -27,8 +27,9 @@ from pathways_airflow.state.disruption import Classification, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
+from pathways_airflow.state.status import admitted_at
 from pathways_airflow.state.workload_parts import (
-    current_attempt, elastic_slices, failed_container, head_pod, is_running_and_ready, main_container_status, newest_pod_per_host,
+    current_attempt, elastic_slices, failed_container, head_pod, host_of, is_running_and_ready, main_container_status, newest_pod_per_host,
     pods_of_current_attempt, worker_job_name,
 )
 
@@ -41,8 +42,8 @@ class WaitMemory:
     a workload someone else owns). ``live_jobs``: each child Job before its deletion began (a
     failing JobSet deletes its Jobs; the counts they held then are the evidence of lost workers);
     ``disruptions_recorded``: the attempts whose disruption is written (each once); ``where_recorded``:
-    the (attempt, slice losses ridden out in it) whose nodes are written: again after each such
-    loss, as the slice runs on other nodes since;
+    the (attempt, slice losses ridden out in it, Kueue's admission) whose nodes are written: again
+    after each such loss or re-admission, as the workers run on other nodes since;
     ``next_creation_check``: when to read the events again while child objects are missing (0: none);
     ``queued``, ``next_queue_check``: the workload's place in Kueue's queue when last read, and when
     to read it again while it is queued.
@@ -59,7 +60,7 @@ class WaitMemory:
     phase_since: float = 0.0
     said_at: float = 0.0
     disruptions_recorded: frozenset[int] = frozenset()
-    where_recorded: frozenset[tuple[int, int]] = frozenset()
+    where_recorded: frozenset[tuple[int, int, str]] = frozenset()
     next_creation_check: float = 0.0
     without_jobset_since: float | None = None
     queued: QueuePlace | None = None
@@ -173,13 +174,28 @@ def disruption_to_classify(memory: WaitMemory, observation: Observation) -> bool
     the trigger may be cancelled before the workload fails: the next one, or the task's retry, then
     reads on the workload that the failure was no bug. With elastic slices, each new loss is judged:
     the workload may ride out several."""
-    pods = pods_of_current_attempt(observation) if current_attempt(observation) not in memory.disruptions_recorded else ()
-    return memory.writes and (any(pod_disruption(p) for p in pods) or bool(elastic_slices(observation) and newly_disrupted(memory, observation)))
+    pods = _disrupted_now(observation) if current_attempt(observation) not in memory.disruptions_recorded else frozenset()
+    return memory.writes and (bool(pods) or bool(elastic_slices(observation) and newly_disrupted(memory, observation)))
+
+
+def _disrupted_now(observation: Observation) -> frozenset[str]:
+    """The current attempt's pods that show a disruption; with elastic slices, less those a running
+    replacement took over from: the program rode that loss out (a wait re-created after it saw it
+    ride out nothing; an earlier wait's record of it is followed instead: :func:`_lost_before_this_wait`).
+    Without elastic slices a replacement says nothing: the lost pods still end the attempt."""
+    pods = pods_of_current_attempt(observation)
+    now = {host_of(p): p for p in newest_pod_per_host(pods)} if elastic_slices(observation) else {}
+
+    def replaced(pod: Mapping[str, Any]) -> bool:
+        newest = now.get(host_of(pod), pod)
+        return newest is not pod and is_running_and_ready(newest)
+
+    return frozenset(p["metadata"]["name"] for p in pods if pod_disruption(p) and not replaced(p))
 
 
 def newly_disrupted(memory: WaitMemory, observation: Observation) -> frozenset[str]:
-    """The current attempt's pods that show a disruption this wait has not seen yet."""
-    return frozenset(p["metadata"]["name"] for p in pods_of_current_attempt(observation) if pod_disruption(p)) - memory.lost_pods_seen
+    """The current attempt's pods that show a disruption this wait has not seen yet (:func:`_disrupted_now`)."""
+    return _disrupted_now(observation) - memory.lost_pods_seen
 
 
 def recovered_known(memory: WaitMemory, observation: Observation) -> tuple[Disruption, ...]:
@@ -309,9 +325,10 @@ def remembered(
     new = tuple(Disruption(now, c.verdict.value, c.evidence, last_step, JOBSET_RESTART) for c in read.restart_causes)
     known_recovered = recovered_known(memory, observation)
     recovering, recovered = recovery(memory, observation, state, now, read, last_step, known_recovered)
-    # Where the workers run, and again after each slice loss the program rode out: its slice runs
-    # on other nodes since, and the old ones' comings and goings explain no later failure.
-    placement = (attempt, len(recovered))
+    # Where the workers run, and again after each slice loss the program rode out or each
+    # re-admission by Kueue (the restart attempt stays): they run on other nodes since, and the
+    # old ones' comings and goings explain no later failure.
+    placement = (attempt, len(recovered), admitted_at(observation.kueue_workload))
     lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if placement not in memory.where_recorded else None
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw

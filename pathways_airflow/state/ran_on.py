@@ -56,7 +56,7 @@ def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int, worker_jo
     return {RAN_ON_ANNOTATION: json.dumps({"restart": restart, "since": since, "nodes": nodes})}
 
 
-def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list[str]] | None:
+def _ran_on(workload: Mapping[str, Any], restart: int | None, not_before: str = "") -> tuple[str, list[str]] | None:
     text = (_meta(workload).get("annotations") or {}).get(RAN_ON_ANNOTATION)
     try:
         data = json.loads(text) if isinstance(text, str) else None
@@ -66,13 +66,19 @@ def _ran_on(workload: Mapping[str, Any], restart: int | None) -> tuple[str, list
         return None
     if restart is not None and data.get("restart") != restart:
         return None
+    if to_the_second(data["since"]) < to_the_second(not_before):  # placed again since (a Kueue re-admission)
+        return None
     return to_the_second(data["since"]), [str(n) for n in data["nodes"]]
 
 
-def nodes_it_ran_on(workload: Mapping[str, Any] | None, restart: int | None, scheduled: Sequence[tuple[str, str]] = ()) -> tuple[str, ...]:
+def nodes_it_ran_on(
+    workload: Mapping[str, Any] | None, restart: int | None, scheduled: Sequence[tuple[str, str]] = (), not_before: str = ""
+) -> tuple[str, ...]:
     """The nodes attempt ``restart``'s workers ran on, as a trigger recorded them, else as the
-    scheduler bound them (:func:`scheduled_workers`); empty when neither is known."""
-    recorded = _ran_on(workload or {}, restart)
+    scheduler bound them (:func:`scheduled_workers`); empty when neither is known. A record from
+    before ``not_before`` (an API time: when Kueue last admitted the workload, which places its
+    workers again within the same restart attempt) is not known."""
+    recorded = _ran_on(workload or {}, restart, not_before)
     return tuple(recorded[1]) if recorded else tuple(dict.fromkeys(name for _, name in scheduled))
 
 
@@ -81,12 +87,13 @@ def went_down_under_it(
     restart: int | None,
     nodes: Nodes | None,
     scheduled: Sequence[tuple[str, str]] = (),
+    not_before: str = "",
 ) -> Classification | None:
     """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
     does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown.
     Without a trigger's record, each node the scheduler bound a worker to, from the time it did
-    (:func:`scheduled_workers`)."""
-    recorded = _ran_on(workload or {}, restart)
+    (:func:`scheduled_workers`). ``not_before``: as for :func:`nodes_it_ran_on`."""
+    recorded = _ran_on(workload or {}, restart, not_before)
     bindings = [(recorded[0], name) for name in recorded[1]] if recorded else list(scheduled)
     if not bindings or nodes is None:
         return None

@@ -286,6 +286,14 @@ def state_from_kueue(observation: Observation) -> WorkloadState | None:
     return None
 
 
+def admitted_at(workload: Obj | None) -> str:
+    """When Kueue last admitted the workload (its ``Admitted`` condition's transition, on the API
+    server's clock); ``""`` when it is not admitted or not queued. An eviction and re-admission
+    moves it while the JobSet's restart attempt stays: the pods run elsewhere since."""
+    admitted = condition(workload, "Admitted")
+    return str(admitted.get("lastTransitionTime", "")) if admitted is not None and admitted.get("status") == "True" else ""
+
+
 def readmitted_since(workload: Obj, evicted: Mapping[str, Any]) -> bool:
     """Kueue admitted the workload again after evicting it (the Evicted condition lags behind)."""
     admitted = condition(workload, "Admitted")

@@ -210,14 +210,19 @@ def current_attempt(observation: Observation) -> int:
     return max(attempts, default=0)
 
 
+def host_of(pod: Obj) -> tuple[str, str]:
+    """The host a pod runs as: its Job and completion index (a replacement pod keeps both)."""
+    labels = labels_of(pod)
+    return (labels.get(well_known.JOB_NAME, ""), labels.get(well_known.JOB_COMPLETION_INDEX, name_of(pod)))
+
+
 def newest_pod_per_host(workers: Iterable[Obj]) -> list[Obj]:
     """The pod each host runs as now: the newest of each Job's completion index. A slice whose
     loss the program rode out runs on replacement pods, while the lost ones may linger (a deleted
     pod's last state, or failed) beside them."""
     newest: dict[tuple[str, str], Obj] = {}
     for pod in workers:
-        labels = labels_of(pod)
-        host = (labels.get(well_known.JOB_NAME, ""), labels.get(well_known.JOB_COMPLETION_INDEX, name_of(pod)))
+        host = host_of(pod)
         if host not in newest or str(metadata_of(pod).get("creationTimestamp", "")) >= str(metadata_of(newest[host]).get("creationTimestamp", "")):
             newest[host] = pod
     return list(newest.values())

@@ -375,10 +375,11 @@ class PathwaysJobTrigger(KillableTrigger):
         if rode_out:
             recorded, where = None, disruption.nodes_workers_run_on(observation)
         else:
+            placed = status.admitted_at(observation.kueue_workload)  # a record of where it ran before a re-admission is stale
             recorded = written.disruption_seen(top, attempt, ridden_out) or (
-                None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes)
+                None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes, not_before=placed)
             )
-            where = ran_on.nodes_it_ran_on(top, attempt)
+            where = ran_on.nodes_it_ran_on(top, attempt, not_before=placed)
         if recorded is None and not where and not proven and self.backend == "pathwaysjob":
             # No failure policy: the head-first rule needs the counter-evidence, and with no
             # record of where the workers ran, the scheduler's bindings are the one left.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, scheduled_workers, went_down_under_it, where_workers_run
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, nodes_it_ran_on, scheduled_workers, went_down_under_it, where_workers_run
 from pathways_airflow.run.annotations import verdict_after_the_fact
 
 STARTED = "2026-11-24T03:10:05Z"
@@ -136,3 +136,17 @@ def test_an_attempt_nobody_saw_run_is_told_by_where_the_scheduler_bound_its_work
     early = [node("gke-tpu-1-0", ready_since="2026-11-24T03:05:00Z"), node("gke-tpu-1-1", ready_since="2026-11-24T03:05:00Z"), *healthy]
     assert went_down_under_it(None, None, early, bindings) is None
     assert scheduled_workers(events, "nothing") == []
+
+
+def test_a_record_from_before_kueue_admitted_the_workload_again_says_nothing_of_where_it_runs():
+    """Kueue evicted and re-admitted the workload within one restart attempt: its workers run on
+    other nodes since, so the record of where they ran before (seed 930040: maintenance on the new
+    slice read as the user's bug) is not known; the scheduler's bindings tell instead."""
+    workload = {"metadata": {"annotations": where_workers_run([pod("w-0", "worker", "node-a")], 0)}}
+    flapped = [node("node-a", ready_since="2026-11-24T03:12:00Z")]
+    readmitted = "2026-11-24T03:30:00Z"
+    assert nodes_it_ran_on(workload, 0) == ("node-a",) and went_down_under_it(workload, 0, flapped) is not None
+    assert nodes_it_ran_on(workload, 0, not_before=readmitted) == ()
+    assert went_down_under_it(workload, 0, flapped, not_before=readmitted) is None
+    assert nodes_it_ran_on(workload, 0, [("2026-11-24T03:31:00Z", "node-c")], not_before=readmitted) == ("node-c",)
+    assert nodes_it_ran_on(workload, 0, not_before="2026-11-24T03:00:00Z") == ("node-a",), "admitted before the workers started"

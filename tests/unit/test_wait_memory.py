@@ -90,7 +90,7 @@ def test_a_first_look_writes_where_the_workers_run_and_a_look_with_nothing_new_w
     assert json.loads(notes.pop(PHASES_ANNOTATION)) == [{"at": T0 + 1, "phase": "RUNNING", "slices_ready": 2, "slices_total": 2}]
     assert notes == {}
     assert first.phases == (PhaseSeen(T0 + 1, "RUNNING", 2, 2),) and first.running_since == T0 + 1
-    assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({(0, 0)}))
+    assert (first.phase_since, first.said_at, first.where_recorded) == (T0 + 1, T0 + 1, frozenset({(0, 0, "")}))
 
     second, again = remembered(first, observation, state, T0 + 2)
     assert again == {}
@@ -460,3 +460,27 @@ def test_a_loss_an_earlier_wait_recorded_but_never_saw_ridden_out_is_recorded_on
     assert disruption_seen(top_of(recorded), 0, [r.time for r in memory.recovered]) is None, "no longer why it may stop later"
     memory, notes = remembered(memory, carrying(recorded, notes), workload_state(recorded), T0 + 70)
     assert len(memory.recovered) == 1 and RECOVERED_ANNOTATION not in notes
+
+
+def test_a_wait_re_created_after_a_ridden_out_loss_does_not_judge_the_replaced_pods_again():
+    """Its lost pods linger beside the running replacements: for a wait that did not see the loss
+    they are history, not a second loss to record (seed 930018 recorded one loss twice)."""
+    _, slice_lost, back = elastic_looks()
+    fresh = WaitMemory.starting(None, T0 + 80)
+    assert not disruption_to_classify(fresh, back)
+    memory, notes = remembered(fresh, back, workload_state(back), T0 + 80)
+    assert memory.recovered == () and memory.recovering is None and not notes.get("pathways-airflow/disruption-seen")
+    assert disruption_to_classify(fresh, slice_lost), "while the replacements are not running yet, the loss is news"
+
+
+def test_where_the_workers_run_is_written_again_after_kueue_admits_the_workload_again():
+    """An eviction and re-admission keeps the restart attempt; the pods run elsewhere since."""
+    observation, state = look("running_two_slices")
+    admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-11-22T07:41:00Z"}]}}
+    first, notes = remembered(WaitMemory.starting(None, T0), replace(observation, kueue_workload=admitted), state, T0)
+    assert RAN_ON_ANNOTATION in notes
+    same, notes = remembered(first, replace(observation, kueue_workload=admitted), state, T0 + 1)
+    assert RAN_ON_ANNOTATION not in notes and same.where_recorded == first.where_recorded
+    again = {"status": {"conditions": [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-11-22T07:50:00Z"}]}}
+    moved, _ = remembered(same, replace(observation, kueue_workload=again), state, T0 + 2)
+    assert len(moved.where_recorded) == 2, "the placement after the re-admission is written too"

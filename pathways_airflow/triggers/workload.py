@@ -53,6 +53,9 @@ from pathways_airflow.triggers.watch import (
 SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state", "poll_interval", "until_phase",
               "delete_on_timeout", "api_outage_seconds", "reads_resume")
 """The arguments the triggerer re-creates the trigger from (its database row)."""
+HELD_RESTART_RETRY_SECONDS = 1.0
+"""After a failed delete of what holds a JobSet's restart up, the next look comes this soon (the
+usual ``Retry-After`` of a throttled API)."""
 VERDICT_SETTLE_SECONDS = 2.0
 """How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
 
@@ -238,9 +241,9 @@ class PathwaysJobTrigger(KillableTrigger):
                 wait = recheck_in(self.poll_interval, remaining)
                 if memory.next_creation_check:  # child objects are missing: look at the events again soon
                     wait = min(wait, creation.CHECK_EVERY_SECONDS)
-                held_until = None if memory.collector_late_since is None else memory.collector_late_since + reclaim.COLLECTOR_MARGIN_SECONDS
-                if held_until is not None and held_until > now:  # the collector's margin for a restart held up runs out
-                    wait = min(wait, held_until - time.time())
+                if memory.collector_late_since is not None:  # a restart held up: look again when the collector's margin runs out,
+                    held_until = memory.collector_late_since + reclaim.COLLECTOR_MARGIN_SECONDS  # or soon after a delete that failed
+                    wait = min(wait, max(held_until - time.time(), 0.0 if held_until > now else HELD_RESTART_RETRY_SECONDS))
                 if state.phase is model.Phase.QUEUED and memory.next_queue_check:  # its place in the queue moves
                     wait = min(wait, max(0.0, memory.next_queue_check - time.time()))
                 await wait_for_change(list(subscriptions.values()), wait)

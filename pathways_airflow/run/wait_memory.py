@@ -77,8 +77,8 @@ class WaitMemory:
     """The step the program said it restored (:func:`~pathways_airflow.run.progress.step_resumed_from`)."""
     next_resume_read: float = 0.0
     failures_ridden_out: Mapping[str, int] = field(default_factory=dict)
-    """With elastic slices: the failures each worker Job of the running attempt counted while every
-    slice ran again (:func:`failures_ridden_out`)."""
+    """With elastic slices: the failures each worker Job (by uid: a restart's Jobs keep the names)
+    of the running attempt counted while every slice ran again (:func:`failures_ridden_out`)."""
     collector_late_since: float | None = None
     """When a look first saw the JobSet's restart held up by the last attempt's pods the garbage
     collector had not reached (:func:`restart_held_up`)."""
@@ -244,7 +244,7 @@ def failures_ridden_out(memory: WaitMemory, observation: Observation, state: Wor
     worker = worker_job_name(observation.jobset)
     attempt = str(current_attempt(observation))
     counted = {
-        str(job["metadata"]["name"]): int((job.get("status") or {}).get("failed") or 0)
+        str(job["metadata"].get("uid") or job["metadata"]["name"]): int((job.get("status") or {}).get("failed") or 0)
         for job in observation.jobs
         if (job["metadata"].get("labels") or {}).get(well_known.REPLICATED_JOB) == worker
         and (job["metadata"].get("labels") or {}).get(well_known.RESTART_ATTEMPT, attempt) == attempt

@@ -161,12 +161,13 @@ def lost_workers(jobs: Iterable[Mapping[str, Any]], pods: Sequence[Mapping[str, 
 
 
 def failures_since(jobs: Iterable[Mapping[str, Any]], ridden_out: Mapping[str, int]) -> list[Mapping[str, Any]]:
-    """``jobs`` with the failures ``ridden_out`` counts (by Job name) taken off their
+    """``jobs`` with the failures ``ridden_out`` counts (by Job uid, else name) taken off their
     ``status.failed``: with elastic slices a worker Job counts the pods of every slice loss the
     program rode out, and only failures since then say anything of a later stop (:func:`lost_workers`)."""
     found: list[Mapping[str, Any]] = []
     for job in jobs:
-        before = ridden_out.get(str((job.get("metadata") or {}).get("name")), 0)
+        meta = job.get("metadata") or {}
+        before = ridden_out.get(str(meta.get("uid") or meta.get("name")), 0)
         status = job.get("status") or {}
         found.append({**job, "status": {**status, "failed": max(0, int(status.get("failed") or 0) - before)}} if before else job)
     return found

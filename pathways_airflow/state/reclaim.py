@@ -120,6 +120,8 @@ def restart_held_up(jobs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[st
     deleted directly. :attr:`Leftovers.holding` counts the pods the Jobs wait on.
     """
     held = [j for j in jobs if j["metadata"].get("deletionTimestamp") and FOREGROUND_DELETION in (j["metadata"].get("finalizers") or ())]
+    if not held:  # every look of every wait asks: most have nothing held
+        return Leftovers(0, 0)
     uids = {j["metadata"].get("uid") for j in held}
     theirs = [p for p in pods if _owned_by(p, uids)]
     unmarked = [p for p in theirs if not p["metadata"].get("deletionTimestamp")]

@@ -109,6 +109,8 @@ def test_extra_time_lost_follows_the_progress_curve():
     assert recomputed_seconds(progress, [13.5], pace) == [3.0]
     # A 10 s API outage inside the gap is nobody's doing: left out.
     assert extra_time_lost(progress, [13.5], pace, api_down=[(20.0, 30.0)]) == [14.0]
+    # So is a slow answer or a Retry-After inside it; windows that overlap count once.
+    assert extra_time_lost(progress, [13.5], pace, api_down=[(20.0, 30.0), (25.0, 32.0), (31.0, 33.0)]) == [11.0]
     undisturbed = [(1.0 + 2 * s, s) for s in range(9)]
     assert extra_time_lost(undisturbed, [4.0], Pace(step_seconds=2, save_seconds=0, checkpoint_period=100, final_step=100)) == [0.0]
     assert extra_time_lost(progress[:6], [13.5], pace) == [] and recomputed_seconds(progress[:6], [13.5], pace) == []

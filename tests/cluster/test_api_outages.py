@@ -233,3 +233,19 @@ def test_an_evidence_write_the_api_holds_up_does_not_hold_up_the_verdict(pathway
     assert event["state"]["phase"] == "FAILED" and event["classification"]["verdict"] != "USER_ERROR", event
     assert took < 8.0, took
     PathwaysHook().delete(PATHWAYSJOB, "default", "evidence-write")
+
+
+def test_the_waits_a_fault_imposes_are_recorded_in_cluster_time(pathways_cluster):
+    """What the chaos suite leaves out of a disruption's cost: a slow answer's latency and the
+    ``Retry-After`` a 429 asks for, each real second a second times the cluster's speed."""
+    cluster, hook = pathways_cluster, PathwaysHook()
+    before = len(cluster.faults.stalls)
+    cluster.inject_fault("/namespaces/default/jobsets$", status=None, latency=0.2, methods=["GET"])
+    cluster.inject_fault("/namespaces/default/jobsets$", status=429, retry_after=1, methods=["GET"])
+    started = cluster.clock.now()
+    hook.list(JOBSET, "default")  # slow, then served
+    hook.list(JOBSET, "default")  # told to wait 1 s, then served
+    slow, throttled = cluster.faults.stalls[before:]
+    speed = cluster.clock.speed
+    assert started <= slow[0] and slow[1] - slow[0] == pytest.approx(0.2 * speed)
+    assert throttled[1] - throttled[0] == pytest.approx(1.0 * speed) and throttled[0] >= slow[1] - 1.0

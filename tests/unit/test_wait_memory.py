@@ -431,7 +431,7 @@ def test_a_wait_re_created_after_a_ridden_out_loss_reads_its_worker_jobs_failure
     running = replace(back, pods=tuple(p for p in back.pods if p["status"].get("phase") != "Failed"))
     labels = {"jobset.sigs.k8s.io/replicatedjob-name": "worker", "jobset.sigs.k8s.io/restart-attempt": "0"}
     jobs = tuple(
-        {"metadata": {"name": f"elastic-worker-{i}", "labels": labels}, "status": {"failed": 2 if i == 1 else 0, "active": 2}}
+        {"metadata": {"name": f"elastic-worker-{i}", "uid": f"uid-{i}", "labels": labels}, "status": {"failed": 2 if i == 1 else 0, "active": 2}}
         for i in range(3)
     )
     seen = replace(running, jobs=jobs)
@@ -439,10 +439,12 @@ def test_a_wait_re_created_after_a_ridden_out_loss_reads_its_worker_jobs_failure
     assert state.phase is Phase.RUNNING and state.slices_ready == 3
     assert lost_workers(jobs, seen.pods, "worker"), "the count alone reads as lost workers"
     memory, _ = remembered(WaitMemory.starting(None, T0), seen, state, T0)
-    assert memory.failures_ridden_out == {"elastic-worker-1": 2}
+    assert memory.failures_ridden_out == {"uid-1": 2}
     assert not lost_workers(failures_since(jobs, memory.failures_ridden_out), seen.pods, "worker")
     once_more = ({**jobs[1], "status": {"failed": 3, "active": 1}},)
     assert lost_workers(failures_since(once_more, memory.failures_ridden_out), seen.pods, "worker"), "a failure since still tells"
+    restarted = ({**jobs[1], "metadata": {**jobs[1]["metadata"], "uid": "uid-1-next"}},)
+    assert lost_workers(failures_since(restarted, memory.failures_ridden_out), seen.pods, "worker"), "a restart's Job of the same name is new"
     # without elastic slices a failure fails the attempt: nothing is history
     plain, plain_state = look("running_two_slices")
     memory, _ = remembered(WaitMemory.starting(None, T0), replace(plain, jobs=jobs), plain_state, T0)

@@ -119,6 +119,9 @@ class ApiServer:
         self.request_counts["watch" if is_watch else request.method] += 1
         rule = self.faults.take_rule(request.method, path, is_watch)
         latency, fault = (rule.latency, rule.error()) if rule is not None else (0.0, None)
+        told_to_wait = float((fault.headers or {}).get("Retry-After", 0)) if fault is not None else 0.0
+        if latency or told_to_wait:
+            self.faults.stalled(self.store.clock.now(), latency + told_to_wait, self.store.clock.speed)
         if latency:
             await asyncio.sleep(latency)
         if rule is not None and rule.raw:

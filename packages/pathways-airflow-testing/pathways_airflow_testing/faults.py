@@ -75,6 +75,15 @@ class Faults:
     def __init__(self) -> None:
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
+        self.stalls: list[tuple[float, float]] = []
+        """(start, end) in cluster time of each wait a fault imposed on a client: a slow answer's
+        latency, or the ``Retry-After`` a 429 or 503 asked it to wait. The client waits real
+        seconds, so each lasts that many seconds times the cluster's speed."""
+
+    def stalled(self, now: float, seconds: float, speed: float) -> None:
+        """Record that a fault made a client wait ``seconds`` real seconds from cluster time ``now``."""
+        with self._lock:
+            self.stalls.append((now, now + seconds * speed))
 
     def add(self, rule: FaultRule) -> FaultRule:
         with self._lock:

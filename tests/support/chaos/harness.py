@@ -78,7 +78,9 @@ class Record:
     observations: Observations
     wall_seconds: float
     losses: list[float]
-    """Extra simulated seconds each disruption cost, sustained API outages left out."""
+    """Extra simulated seconds each disruption cost, the API's own waits left out: a sustained
+    outage, and the slow answers and ``Retry-After`` the plan's faults impose (real seconds the
+    provider waits, each a minute of cluster time at speed 60)."""
     losses_with_outages: list[float]
     recomputed: list[float]
     """Of each loss, the simulated seconds spent doing steps again (the checkpoint period's share)."""
@@ -167,6 +169,7 @@ class Scenario:
 
     def run(self) -> Record:
         started = time.time()
+        stalls_before = len(self.cluster.faults.stalls)
         if self.plan.announced is not None:
             self._announce_maintenance()
         if self.plan.collector_delay:
@@ -209,7 +212,7 @@ class Scenario:
         commits = self._commits()
         pace = Pace(self.plan.step_seconds, self.plan.save_seconds, self.plan.checkpoint_period, self.plan.steps - 1)
         started_at = [v for v, _ in self.disruption_times]
-        losses = extra_time_lost(progress, started_at, pace, api_down=self.api_down)
+        losses = extra_time_lost(progress, started_at, pace, api_down=[*self.api_down, *self.cluster.faults.stalls[stalls_before:]])
         with_outages = extra_time_lost(progress, started_at, pace)
         redone = recomputed_seconds(progress, started_at, pace)
         kinds = [k for _, k in sorted(self.disruption_times)]

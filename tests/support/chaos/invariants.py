@@ -323,12 +323,20 @@ def extra_time_lost(
     disruption, or the end): whatever it took longer than the undisturbed ``pace`` is that
     disruption's loss: detection, rescheduling, start-up and recomputed steps together. Once past,
     the disruption is over: a slow step later is not its doing. Time in ``api_down``
-    (``(start, end)`` windows of a sustained API outage) is left out: while the API answers 503 to
-    everything, no one can delete or create a workload. Entries without a ``run`` are one run.
+    (``(start, end)`` windows of a sustained API outage, of a slow answer, of a ``Retry-After`` the
+    API asked for; overlapping windows count once) is left out: while the API answers 503 to
+    everything or holds a call, no one can delete or create a workload. Entries without a ``run`` are one run.
     """
 
+    merged: list[list[float]] = []
+    for s, e in sorted(api_down):  # overlapping windows (an outage's 503s, a slow answer in it) count once
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+
     def outage_within(start: float, end: float) -> float:
-        return sum(max(0.0, min(end, e) - max(start, s)) for s, e in api_down)
+        return sum(max(0.0, min(end, e) - max(start, s)) for s, e in merged)
 
     events = sorted((entry[0], entry[1], entry[2] if len(entry) > 2 else "") for entry in progress)
     starts = sorted(disruptions)

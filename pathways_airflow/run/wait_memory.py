@@ -21,16 +21,15 @@ from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
-from pathways_airflow import well_known
 from pathways_airflow.state import creation, reclaim
-from pathways_airflow.state.disruption import Classification, pod_disruption
+from pathways_airflow.state.disruption import Classification, failures_key, is_of_the_slices, pod_disruption
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
 from pathways_airflow.state.status import admitted_at
 from pathways_airflow.state.workload_parts import (
-    current_attempt, elastic_slices, failed_container, head_pod, host_of, is_running_and_ready, main_container_status, newest_pod_per_host,
-    pods_of_current_attempt, worker_job_name,
+    as_int, current_attempt, elastic_slices, failed_container, head_pod, host_of, is_being_deleted, is_running_and_ready,
+    main_container_status, newest_pod_per_host, of_current_restart_attempt, pods_of_current_attempt, status_of, worker_job_name,
 )
 
 Jobs = Mapping[str, Mapping[str, Any]]
@@ -241,17 +240,12 @@ def failures_ridden_out(memory: WaitMemory, observation: Observation, state: Wor
     re-created after the loss sees neither the lost pods nor a record of it, only the count)."""
     if not elastic_slices(observation) or state.phase is not Phase.RUNNING or not _slices_back(observation, state):
         return memory.failures_ridden_out
-    worker = worker_job_name(observation.jobset)
-    attempt = str(current_attempt(observation))
     counted = {
-        str(job["metadata"].get("uid") or job["metadata"]["name"]): int((job.get("status") or {}).get("failed") or 0)
-        for job in observation.jobs
-        if (job["metadata"].get("labels") or {}).get(well_known.REPLICATED_JOB) == worker
-        and (job["metadata"].get("labels") or {}).get(well_known.RESTART_ATTEMPT, attempt) == attempt
-        and not job["metadata"].get("deletionTimestamp")
+        failures_key(job): as_int(status_of(job).get("failed"))
+        for job in of_current_restart_attempt(observation.jobs, observation.jobset)
+        if is_of_the_slices(job, observation.jobset) and not is_being_deleted(job)
     }
-    merged = {**memory.failures_ridden_out, **{k: max(v, memory.failures_ridden_out.get(k, 0)) for k, v in counted.items() if v}}
-    return merged if merged != memory.failures_ridden_out else memory.failures_ridden_out
+    return {**memory.failures_ridden_out, **{k: max(v, memory.failures_ridden_out.get(k, 0)) for k, v in counted.items() if v}}
 
 
 def _lost_before_this_wait(observation: Observation, recovered: tuple[Disruption, ...], last_step: int | None) -> Disruption | None:

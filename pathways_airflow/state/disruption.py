@@ -23,8 +23,8 @@ from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
 from pathways_airflow.state.model import Observation
 from pathways_airflow.state.workload_parts import (
-    Nodes, elastic_slices, head_job_name, newest_pod_per_host, nodes_by_name, of_current_restart_attempt, pods_of_current_attempt,
-    worker_job_name, worker_replicated_job,
+    Nodes, as_int, elastic_slices, head_job_name, metadata_of, name_of, newest_pod_per_host, nodes_by_name, of_current_restart_attempt,
+    pods_of_current_attempt, status_of, worker_job_name, worker_replicated_job,
 )
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
@@ -166,11 +166,14 @@ def failures_since(jobs: Iterable[Mapping[str, Any]], ridden_out: Mapping[str, i
     program rode out, and only failures since then say anything of a later stop (:func:`lost_workers`)."""
     found: list[Mapping[str, Any]] = []
     for job in jobs:
-        meta = job.get("metadata") or {}
-        before = ridden_out.get(str(meta.get("uid") or meta.get("name")), 0)
-        status = job.get("status") or {}
-        found.append({**job, "status": {**status, "failed": max(0, int(status.get("failed") or 0) - before)}} if before else job)
+        before, status = ridden_out.get(failures_key(job), 0), status_of(job)
+        found.append({**job, "status": {**status, "failed": max(0, as_int(status.get("failed")) - before)}} if before else job)
     return found
+
+
+def failures_key(job: Mapping[str, Any]) -> str:
+    """How a Job's ridden-out failures are kept: by uid (a restart's Jobs keep the names), else name."""
+    return str(metadata_of(job).get("uid") or name_of(job))
 
 
 def classify(

@@ -343,6 +343,8 @@ class Store:
         if propagation == "Foreground" and self._live_dependents(meta["uid"]) and FOREGROUND_FINALIZER not in finalizers:
             finalizers.append(FOREGROUND_FINALIZER)
         if finalizers:
+            if meta.get("deletionTimestamp"):
+                return current  # being deleted with no finalizer of its own: a foreground delete adds none
             updated = copy_of(current)
             updated["metadata"]["deletionTimestamp"] = self.clock.timestamp()
             updated["metadata"]["deletionGracePeriodSeconds"] = grace_period_seconds or 0

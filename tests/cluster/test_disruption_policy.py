@@ -75,16 +75,16 @@ def test_a_disruption_mid_training_resumes_from_the_newest_committed_step(pathwa
 
 
 def test_with_resume_by_the_program_a_newer_local_copy_is_restored_and_recorded_from_the_programs_log(pathways_cluster, capsys):
-    """Multi-tier checkpointing (a local copy every 2 steps, GCS every 10): maintenance after step 21.
-    With ``resume="program"`` the resubmitted workload gets no ``PATHWAYS_RESUME_*`` and its
+    """Multi-tier checkpointing (a local copy every 2 steps, GCS every 10): maintenance once step 23
+    is logged, so the local copy of step 22 is saved (the program logs a step, then saves it). With ``resume="program"`` the resubmitted workload gets no ``PATHWAYS_RESUME_*`` and its
     program restores the newest local copy, newer than anything on GCS; the disruption records
     that step, as the program logged it, and only the steps after it as recomputed."""
     task_id = "ride-multi-tier"
     identity = TaskIdentity("dag", task_id, "run-1")
     multi_tier = ["enable_multi_tier_checkpointing=true", "local_checkpoint_directory=/local", "local_checkpoint_period=2"]
-    operator = training(task_id, step_seconds="4", resume="program")
+    operator = training(task_id, step_seconds="8", resume="program")  # steps 23 to 30 take 0.9 s at speed 60
     operator.command = [*operator.command, *multi_tier]
-    trigger = when_step(pathways_cluster, identity, 21, lambda pool: pathways_cluster.maintenance(pool, duration=600))
+    trigger = when_step(pathways_cluster, identity, 23, lambda pool: pathways_cluster.maintenance(pool, duration=600))
     with LiveWorkloads(pathways_cluster, identity) as live:
         result = operator.execute({"ti": TaskInstance("dag", task_id, "run-1")})
     trigger.join(1)

@@ -28,7 +28,7 @@ from pathways_airflow.resources import workload_resource
 from pathways_airflow.state.disruption import Classification
 from pathways_airflow.state.model import Phase, WorkloadState
 from pathways_airflow.run import messages, outcome, rounds
-from pathways_airflow.run.annotations import phases_written
+from pathways_airflow.run.annotations import in_place_written, phases_written
 from pathways_airflow.run.records import Submission, WorkloadEvent
 from pathways_airflow.run.result import NO_CHECKPOINT_DIR, counted_state, uid_of, workload_result
 from pathways_airflow.run.submission import needs_nodes, plan_submission
@@ -399,7 +399,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
             verb = "submitted" if adoption.created else "adopted the existing"
             self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))
         if plan.reuse is not None:
-            self._remember(context, record := record.found_finished(phases_written(plan.reuse)))
+            self._remember(context, record := record.found_finished(phases_written(plan.reuse), in_place_written(plan.reuse)))
             return self._complete(context, record, WorkloadState(Phase.SUCCEEDED, "succeeded in an earlier try"))
         return self._wait(context, record)
 

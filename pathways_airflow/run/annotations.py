@@ -182,6 +182,14 @@ def restarts_written(workload: Mapping[str, Any] | None, key: str = RESTARTS_ANN
     return [Disruption.from_dict(d) for d in data if isinstance(d, dict)] if isinstance(data, list) else []
 
 
+def in_place_written(workload: Mapping[str, Any] | None) -> tuple[Disruption, ...]:
+    """Every disruption the workload got through in place that its waits wrote on it, oldest
+    first: the JobSet's restarts and the slice losses the program rode out (what a wait's
+    ending reports, for a try that finds the workload already ended)."""
+    written = (*restarts_written(workload), *restarts_written(workload, RECOVERED_ANNOTATION))
+    return tuple(sorted(written, key=lambda d: d.time))
+
+
 PHASES_EVERY_SECONDS = 300.0
 """The phases alone are written at most this often per workload (:func:`write_within`)."""
 

@@ -195,11 +195,15 @@ class Submission:
         run = WorkloadRun(self.name, min(submitted, phases[0].at) if phases else submitted, phases, ended=at, queued=queued)
         return replace(self, runs=(*[r for r in self.runs if r.workload != self.name], run))
 
-    def found_finished(self, phases: tuple[PhaseSeen, ...]) -> Submission:
+    def found_finished(self, phases: tuple[PhaseSeen, ...], in_place: tuple[Disruption, ...] = ()) -> Submission:
         """The current workload had already ended when this try found it (a success a retry reuses):
-        its chip time is what the phases written on it say, up to its end, not up to this try."""
+        its chip time is what the phases written on it say, up to its end, not up to this try, and
+        the disruptions it got through in place are those its waits wrote on it (``in_place``; the
+        try that saw them ended before it could record them), each once."""
         end = phases[-1].at if phases else self.started
-        return self.ended(phases, end).deleted(end)
+        known = {(d.time, d.kind, d.handled_by) for d in self.disruptions}
+        unrecorded = [d for d in in_place if (d.time, d.kind, d.handled_by) not in known]
+        return self.with_disruptions(*unrecorded).ended(phases, end).deleted(end)
 
     def deleted(self, at: float) -> Submission:
         """The task deleted the workload that ended last (a deletion already recorded stands)."""

@@ -22,7 +22,7 @@ from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, ste
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.state import creation, reclaim
-from pathways_airflow.state.disruption import Classification, failures_key, is_of_the_slices, pod_disruption
+from pathways_airflow.state.disruption import Classification, Verdict, failures_key, is_of_the_slices, pod_disruption, slice_losses_counted
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
@@ -221,17 +221,35 @@ def recovery(
         return None, recovered
     if memory.recovering is None:
         judged = read.disruption
-        if newly_disrupted(memory, observation) and judged is not None and judged.verdict.is_disruption:
+        newly = newly_disrupted(memory, observation)
+        if newly and judged is not None and judged.verdict.is_disruption:
             lost = Disruption(now, judged.verdict.value, judged.evidence, last_step, PROGRAM_RECOVERY)
             # Replacements may already run (capacity at hand): back before the next look, which an outage may delay past the end.
             return (None, (*recovered, replace(lost, seconds_lost=0.0))) if _slices_back(observation, state) else (lost, recovered)
         earlier = _lost_before_this_wait(observation, recovered, last_step)
         if earlier is not None:
             return (None, (*recovered, earlier)) if _slices_back(observation, state) else (earlier, recovered)
-        return None, recovered
+        if newly or not _slices_back(observation, state):
+            return None, recovered
+        return None, (*recovered, *_losses_unseen(memory, observation, recovered, now, last_step))
     if _slices_back(observation, state):
         return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
     return memory.recovering, recovered
+
+
+def _losses_unseen(
+    memory: WaitMemory, observation: Observation, recovered: tuple[Disruption, ...], now: float, last_step: int | None,
+) -> tuple[Disruption, ...]:
+    """Slice losses of the running attempt the worker Jobs count beyond those recorded, once every
+    slice runs again: the program rode them out while no look could see them (an API outage whose
+    relist found the lost pods gone, a triggerer restart before the loss was written). Each is
+    recorded now, of an unknown kind and cost; a count that lags the pods only delays it."""
+    restarted = [r.time for r in restarts_known(memory, observation)]
+    since = max(restarted, default=float("-inf"))
+    unseen = slice_losses_counted(observation.jobs, observation.jobset) - sum(1 for r in recovered if r.time >= since)
+    evidence = (f"the worker Jobs count {unseen} slice loss(es) more than any look saw, every slice running again: "
+                "ridden out while the workload could not be watched (an API outage, a triggerer restart)",)
+    return tuple(Disruption(now, Verdict.UNKNOWN_INFRA.value, evidence, last_step, PROGRAM_RECOVERY) for _ in range(unseen))
 
 
 def failures_ridden_out(memory: WaitMemory, observation: Observation, state: WorkloadState) -> Mapping[str, int]:

@@ -23,8 +23,8 @@ from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
 from pathways_airflow.state.model import Observation
 from pathways_airflow.state.workload_parts import (
-    Nodes, as_int, elastic_slices, head_job_name, metadata_of, name_of, newest_pod_per_host, nodes_by_name, of_current_restart_attempt,
-    pods_of_current_attempt, status_of, worker_job_name, worker_replicated_job,
+    Nodes, as_int, elastic_slices, head_job_name, is_being_deleted, metadata_of, name_of, newest_pod_per_host, nodes_by_name,
+    of_current_restart_attempt, pods_of_current_attempt, pods_per_slice, status_of, worker_job_name, worker_replicated_job,
 )
 
 SHUTDOWN_REASONS = ("Terminated", "NodeShutdown")
@@ -169,6 +169,15 @@ def failures_since(jobs: Iterable[Mapping[str, Any]], ridden_out: Mapping[str, i
         before, status = ridden_out.get(failures_key(job), 0), status_of(job)
         found.append({**job, "status": {**status, "failed": max(0, as_int(status.get("failed")) - before)}} if before else job)
     return found
+
+
+def slice_losses_counted(jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> int:
+    """The slice losses the worker Jobs of the current restart attempt count: a loss fails the
+    pods of one slice (one per host), so each Job's ``status.failed`` over the pods of a slice,
+    rounded up. The Jobs keep the count when the lost pods are gone, however the loss went unseen."""
+    per_slice = pods_per_slice(jobset)
+    slices = [j for j in of_current_restart_attempt(jobs, jobset) if is_of_the_slices(j, jobset) and not is_being_deleted(j)]
+    return sum(-(-as_int(status_of(j).get("failed")) // per_slice) for j in slices)
 
 
 def failures_key(job: Mapping[str, Any]) -> str:

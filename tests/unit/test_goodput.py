@@ -201,6 +201,22 @@ def test_a_success_a_retry_reuses_counts_its_own_time_not_the_retrys():
     assert goodput.chip_hours == pytest.approx(16 * 195 / 3600)
 
 
+def test_a_success_a_retry_reuses_reports_what_its_waits_wrote_of_the_disruptions_it_got_through():
+    """The try that saw a slice loss ridden out ended before it could record it (a worker crash):
+    the retry finds the workload ended and takes the loss from its notes, once (seed 960335)."""
+    from pathways_airflow.run.annotations import RECOVERED_ANNOTATION, in_place_written, restarts_annotation
+    from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY
+
+    ridden = Disruption(1120.0, "MAINTENANCE", ("pod train-x-worker-1-0: DisruptionTarget",), 150, PROGRAM_RECOVERY, seconds_lost=30.0)
+    restart = Disruption(1110.0, "SLICE_FAILURE", ("pod train-x-worker-0-0: DisruptionTarget",), 140, JOBSET_RESTART)
+    workload = {"metadata": {"annotations": {**restarts_annotation([restart]), **restarts_annotation([ridden], RECOVERED_ANNOTATION)}}}
+    assert in_place_written(workload) == (restart, ridden)
+    record = Submission("train-x", "ml", "pathwaysjob", started=4800.0).found_finished(SEEN_BY_THE_FIRST_TRY, in_place_written(workload))
+    assert record.disruptions == (restart, ridden)
+    assert record.found_finished(SEEN_BY_THE_FIRST_TRY, in_place_written(workload)).disruptions == (restart, ridden), "each once"
+    assert in_place_written({"metadata": {}}) == () and in_place_written(None) == ()
+
+
 def test_a_slice_loss_the_program_rode_out_moves_the_time_it_waited_from_productive_to_restart():
     from pathways_airflow.run.records import PROGRAM_RECOVERY
 

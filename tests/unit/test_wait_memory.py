@@ -451,6 +451,51 @@ def test_a_wait_re_created_after_a_ridden_out_loss_reads_its_worker_jobs_failure
     assert memory.failures_ridden_out == {}
 
 
+def worker_jobs(*failed: int) -> tuple[dict[str, Any], ...]:
+    """The elastic workload's worker Jobs of restart attempt 0, each with its ``status.failed``."""
+    labels = {"jobset.sigs.k8s.io/replicatedjob-name": "worker", "jobset.sigs.k8s.io/restart-attempt": "0"}
+    return tuple({"metadata": {"name": f"elastic-worker-{i}", "uid": f"uid-{i}", "labels": labels}, "status": {"failed": n, "active": 2}}
+                 for i, n in enumerate(failed))
+
+
+def test_slice_losses_no_look_saw_are_recorded_from_what_the_worker_jobs_count():
+    """An outage's relist or a triggerer restart hid two losses: the lost pods are gone and nothing
+    recorded them, but the worker Jobs count their pods (seeds 960112, 960280). Seen while every
+    slice runs again, each loss the counts hold beyond those recorded is recorded once, as the
+    program's, of a kind no one saw; a loss already recorded is not counted again."""
+    from pathways_airflow.run.annotations import RECOVERED_ANNOTATION
+    from pathways_airflow.run.records import PROGRAM_RECOVERY
+    from pathways_airflow.state.disruption import slice_losses_counted
+    from pathways_airflow.state.workload_parts import pods_per_slice
+
+    _, _, back = elastic_looks()
+    running = replace(back, pods=tuple(p for p in back.pods if p["status"].get("phase") != "Failed"))
+    per_slice = pods_per_slice(running.jobset)
+    # slice 1 lost twice, slice 0 once (one of its pods counted so far)
+    seen = replace(running, jobs=worker_jobs(1, 2 * per_slice, 0))
+    assert slice_losses_counted(seen.jobs, seen.jobset) == 3
+    memory, notes = remembered(WaitMemory.starting(None, T0), seen, workload_state(seen), T0, Readings(head_log=TRAINING_LOG))
+    assert [(r.kind, r.handled_by, r.reached_step, r.seconds_lost) for r in memory.recovered] == [("UNKNOWN_INFRA", PROGRAM_RECOVERY, 40, 0.0)] * 3
+    assert "3 slice loss(es) more than any look saw" in memory.recovered[0].evidence[0] and RECOVERED_ANNOTATION in notes
+    memory, notes = remembered(memory, seen, workload_state(seen), T0 + 10)
+    assert len(memory.recovered) == 3 and RECOVERED_ANNOTATION not in notes, "recorded once"
+    # a re-created wait reads them back and counts nothing new
+    again, _ = remembered(WaitMemory.starting(None, T0 + 20), carrying(seen, notes), workload_state(seen), T0 + 20)
+    assert len(again.recovered) == 3
+
+
+def test_a_slice_loss_a_wait_saw_is_not_counted_again_when_the_worker_job_counts_it_late():
+    """The Job controller counts the lost pods after the wait recorded the loss: still one loss."""
+    all_running, slice_lost, back = elastic_looks()
+    memory, _ = remembered(last_seen_running(3), all_running, workload_state(all_running), T0)
+    memory, _ = remembered(memory, slice_lost, workload_state(slice_lost), T0 + 10, Readings(disruption=MAINTENANCE))
+    memory, _ = remembered(memory, replace(back, jobs=worker_jobs(0, 0, 0)), workload_state(back), T0 + 70)
+    assert len(memory.recovered) == 1
+    counted = replace(back, jobs=worker_jobs(0, 2, 0))
+    memory, notes = remembered(memory, counted, workload_state(counted), T0 + 80)
+    assert [r.kind for r in memory.recovered] == ["MAINTENANCE"] and not notes
+
+
 def test_a_loss_an_earlier_wait_recorded_but_never_saw_ridden_out_is_recorded_once_by_the_next():
     from pathways_airflow.run.annotations import RECOVERED_ANNOTATION, disruption_seen, disruption_seen_annotation
 

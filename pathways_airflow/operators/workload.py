@@ -389,8 +389,11 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
             )
         name = identity.workload_name(plan.attempt, self.name_prefix)
         earlier = Submission.from_dict(recorded, namespace=self.namespace, backend=self.backend)
-        fresh = plan.reuse is None and plan.adopt is None  # nothing of this task runs: mind announced maintenance first
-        maintenance = self.maintenance_before_submitting(context, maintenance or earlier.maintenance) if fresh else earlier.maintenance
+        fresh = plan.reuse is None and plan.adopt is None
+        # Nothing of this task runs: mind announced maintenance first, unless this is the
+        # resubmission after a disruption an earlier try could not make (it resumes at once).
+        minds = fresh and not plan.after_a_disruption
+        maintenance = self.maintenance_before_submitting(context, maintenance or earlier.maintenance) if minds else earlier.maintenance
         record = Submission(name, self.namespace, self.backend, plan.attempt, time.time(), earlier.disruptions, identity.first_try, runs=earlier.runs, maintenance=maintenance)
         if fresh:
             resume_from = self._newest_checkpoint(context) if rounds.carries_on(plan.attempt, getattr(context["ti"], "try_number", None), identity.first_try) else None

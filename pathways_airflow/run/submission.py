@@ -65,6 +65,10 @@ class SubmissionPlan:
     reason: str = ""
     user_error: Mapping[str, Any] | None = None
     """The newest workload, when the user's program failed it in an earlier try."""
+    after_a_disruption: bool = False
+    """The next attempt of this round, after one that failed by no fault of the user's: the
+    resubmission an earlier try could not make (a worker lost between the verdict and the
+    submission), which resumes at once, as that try's would have."""
 
 
 def plan_submission(
@@ -127,5 +131,6 @@ def _plan_in_this_round(
             attempt_of(newest) + 1,
             delete=finished,
             reason=f"{newest['metadata']['name']} failed in an earlier try; submitting attempt {attempt_of(newest) + 1}",
+            after_a_disruption=True,
         )
     return SubmissionPlan(recorded_attempt or 0, reason="")

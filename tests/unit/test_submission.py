@@ -66,6 +66,16 @@ def test_a_failure_classified_as_a_disruption_or_not_classified_moves_to_the_nex
         assert plan.user_error is None and plan.attempt == 1 and plan.delete == ("t",)
 
 
+def test_only_the_resubmission_after_a_disruption_an_earlier_try_left_undone_resumes_at_once():
+    """It minds no announced maintenance (chaos seed 960099 waited 2 minutes for a slice under
+    maintenance while two others were free); a first submission, a re-attach, a reuse, a bug and a
+    cleared task's fresh round do."""
+    assert plan_submission([jobset("t", 0, "Failed")]).after_a_disruption
+    bug = with_verdict(pathwaysjob("t", 0, "Failed"), "USER_ERROR", "pod t-pathways-head-0-0-x: container main exited 1")
+    for plan in (plan_submission([]), plan_submission([jobset("t", 0)]), plan_submission([jobset("t", 0, "Completed")]), plan_submission([bug])):
+        assert not plan.after_a_disruption
+
+
 def test_the_verdict_annotation_round_trips_and_garbage_is_no_verdict():
     obj = {"metadata": {"annotations": ended_by_annotation("USER_ERROR", ["a" * 1000, "b", "c", "d"])}}
     verdict, evidence = ended_by(obj)

@@ -47,6 +47,35 @@ def test_a_bug_in_our_code_is_not_retried():
     assert not is_transient(KeyError("status"))
 
 
+def test_a_blip_costs_a_tenth_of_a_second_and_an_outage_is_ridden_out_for_about_eighty():
+    """The waits tenacity sleeps between the tries of one call, with its own retry machinery: the
+    first within 0.2 s (a disrupted workload's next attempt may wait behind the call), doubling to
+    30 s, about 80 s in all; a ``Retry-After`` is honoured as asked."""
+    import logging
+
+    import tenacity
+
+    from pathways_airflow.hooks.api import MAX_ATTEMPTS, retry_options
+
+    def slept_through(error: BaseException) -> list[float]:
+        sleeps: list[float] = []
+
+        def always() -> None:
+            raise error
+
+        with pytest.raises(type(error)):
+            tenacity.Retrying(**retry_options(logging.getLogger("test")), sleep=sleeps.append)(always)
+        return sleeps
+
+    sleeps = slept_through(ConnectionResetError())
+    assert len(sleeps) == MAX_ATTEMPTS - 1
+    assert 0.1 <= sleeps[0] <= 0.2 and 0.2 <= sleeps[1] <= 0.3 and max(sleeps) <= 30.1
+    assert 60 <= sum(sleeps) <= 100
+    throttled = sync_errors.ApiException(status=429, reason="Too Many Requests")
+    throttled.headers = {"Retry-After": "2"}
+    assert slept_through(throttled) == [2.0] * (MAX_ATTEMPTS - 1)
+
+
 def _kubelet(lines: list[str]):
     """The log endpoint's selection: the last ``tailLines`` lines, then the first ``limitBytes`` of them."""
     from pathways_airflow.hooks.api import LOG_TAIL_BYTES

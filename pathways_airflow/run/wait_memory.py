@@ -215,9 +215,16 @@ def recovery(
 ) -> tuple[Disruption | None, tuple[Disruption, ...]]:
     """Pathways' own recovery (elastic slices): a slice lost while the workload keeps running is
     recorded once every slice runs again — the program rode it out, nothing was resubmitted. A
-    restart or an end of the workload says what happened instead (``recovering`` is dropped).
-    ``recovered``: those known so far (:func:`recovered_known`)."""
-    if not elastic_slices(observation) or state.phase is not Phase.RUNNING or read.restart_causes:
+    success says so of every loss it had, the one being recovered from and those no look saw (a
+    look may first come after the end); a restart or a failure says what happened instead
+    (``recovering`` is dropped). ``recovered``: those known so far (:func:`recovered_known`)."""
+    if not elastic_slices(observation) or read.restart_causes:
+        return None, recovered
+    if state.phase is Phase.SUCCEEDED:  # whatever it lost on the way, it rode out
+        if memory.recovering is not None:
+            return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
+        return None, (*recovered, *_losses_unseen(memory, observation, recovered, now, last_step, ended=True))
+    if state.phase is not Phase.RUNNING:
         return None, recovered
     if memory.recovering is None:
         judged = read.disruption
@@ -238,15 +245,17 @@ def recovery(
 
 
 def _losses_unseen(
-    memory: WaitMemory, observation: Observation, recovered: tuple[Disruption, ...], now: float, last_step: int | None,
+    memory: WaitMemory, observation: Observation, recovered: tuple[Disruption, ...], now: float, last_step: int | None, *, ended: bool = False,
 ) -> tuple[Disruption, ...]:
     """Slice losses of the running attempt the worker Jobs count beyond those recorded, once every
     slice runs again: the program rode them out while no look could see them (an API outage whose
     relist found the lost pods gone, a triggerer restart before the loss was written). Each is
-    recorded now, of an unknown kind and cost; a count that lags the pods only delays it."""
+    recorded now, of an unknown kind and cost; a count that lags the pods only delays it. Once the
+    workload has succeeded, its Jobs' last counts tell too (they are deleted as it finishes)."""
     restarted = [r.time for r in restarts_known(memory, observation)]
     since = max(restarted, default=float("-inf"))
-    unseen = slice_losses_counted(observation.jobs, observation.jobset) - sum(1 for r in recovered if r.time >= since)
+    counted = slice_losses_counted(observation.jobs, observation.jobset, with_deleted=ended)
+    unseen = counted - sum(1 for r in recovered if r.time >= since)
     evidence = (f"the worker Jobs count {unseen} slice loss(es) more than any look saw, every slice running again: "
                 "ridden out while the workload could not be watched (an API outage, a triggerer restart)",)
     return tuple(Disruption(now, Verdict.UNKNOWN_INFRA.value, evidence, last_step, PROGRAM_RECOVERY) for _ in range(unseen))

@@ -171,12 +171,13 @@ def failures_since(jobs: Iterable[Mapping[str, Any]], ridden_out: Mapping[str, i
     return found
 
 
-def slice_losses_counted(jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None) -> int:
+def slice_losses_counted(jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None, *, with_deleted: bool = False) -> int:
     """The slice losses the worker Jobs of the current restart attempt count: a loss fails the
     pods of one slice (one per host), so each Job's ``status.failed`` over the pods of a slice,
-    rounded up. The Jobs keep the count when the lost pods are gone, however the loss went unseen."""
+    rounded up. The Jobs keep the count when the lost pods are gone, however the loss went unseen.
+    ``with_deleted``: Jobs being deleted count too (their last state: a finished workload's)."""
     per_slice = pods_per_slice(jobset)
-    slices = [j for j in of_current_restart_attempt(jobs, jobset) if is_of_the_slices(j, jobset) and not is_being_deleted(j)]
+    slices = [j for j in of_current_restart_attempt(jobs, jobset) if is_of_the_slices(j, jobset) and (with_deleted or not is_being_deleted(j))]
     return sum(-(-as_int(status_of(j).get("failed")) // per_slice) for j in slices)
 
 

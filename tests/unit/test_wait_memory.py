@@ -484,6 +484,27 @@ def test_slice_losses_no_look_saw_are_recorded_from_what_the_worker_jobs_count()
     assert len(again.recovered) == 3
 
 
+def test_a_success_records_every_slice_loss_it_had_as_ridden_out():
+    """The first look after a triggerer restart finds the workload succeeded, the lost pods beside
+    their replacements and the worker Job counting them as it is deleted (seed 970367); a loss a
+    wait was recovering from when the workload succeeded is ridden out too."""
+    from pathways_airflow.run.records import PROGRAM_RECOVERY
+
+    all_running, slice_lost, back = elastic_looks()
+    jobset = copy.deepcopy(back.jobset)
+    jobset["status"]["conditions"] = [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully"}]
+    jobs = tuple({**j, "metadata": {**j["metadata"], "deletionTimestamp": "deleted"}} for j in worker_jobs(0, 2, 0))
+    ended = replace(back, jobset=jobset, jobs=jobs)
+    state = workload_state(ended)
+    assert state.phase is Phase.SUCCEEDED
+    memory, _ = remembered(WaitMemory.starting(None, T0), ended, state, T0)
+    assert [(r.kind, r.handled_by) for r in memory.recovered] == [("UNKNOWN_INFRA", PROGRAM_RECOVERY)]
+    memory, _ = remembered(last_seen_running(3), all_running, workload_state(all_running), T0)
+    memory, _ = remembered(memory, slice_lost, workload_state(slice_lost), T0 + 10, Readings(disruption=MAINTENANCE))
+    memory, _ = remembered(memory, ended, state, T0 + 40)
+    assert [(r.kind, r.seconds_lost) for r in memory.recovered] == [("MAINTENANCE", 30.0)], "recorded once, not counted again"
+
+
 def test_a_slice_loss_a_wait_saw_is_not_counted_again_when_the_worker_job_counts_it_late():
     """The Job controller counts the lost pods after the wait recorded the loss: still one loss."""
     all_running, slice_lost, back = elastic_looks()

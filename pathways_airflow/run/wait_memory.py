@@ -256,8 +256,8 @@ def _losses_unseen(
     since = max(restarted, default=float("-inf"))
     counted = slice_losses_counted(observation.jobs, observation.jobset, with_deleted=ended)
     unseen = counted - sum(1 for r in recovered if r.time >= since)
-    evidence = (f"the worker Jobs count {unseen} slice loss(es) more than any look saw, every slice running again: "
-                "ridden out while the workload could not be watched (an API outage, a triggerer restart)",)
+    evidence = (f"the worker Jobs count {unseen} slice loss(es) more than any look saw: ridden out while the workload "
+                "could not be watched (an API outage, a triggerer restart)",)
     return tuple(Disruption(now, Verdict.UNKNOWN_INFRA.value, evidence, last_step, PROGRAM_RECOVERY) for _ in range(unseen))
 
 

@@ -22,14 +22,14 @@ from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, ste
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
 from pathways_airflow.state import creation, reclaim
-from pathways_airflow.state.disruption import Classification, Verdict, failures_key, is_of_the_slices, pod_disruption, slice_losses_counted
+from pathways_airflow.state.disruption import Classification, Verdict, failures_key, pod_disruption, slice_losses_counted, worker_jobs_now
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
 from pathways_airflow.state.ran_on import where_workers_run
 from pathways_airflow.state.status import admitted_at
 from pathways_airflow.state.workload_parts import (
-    as_int, current_attempt, elastic_slices, failed_container, head_pod, host_of, is_being_deleted, is_running_and_ready,
-    main_container_status, newest_pod_per_host, of_current_restart_attempt, pods_of_current_attempt, status_of, worker_job_name,
+    as_int, current_attempt, elastic_slices, failed_container, head_pod, host_of, is_running_and_ready,
+    main_container_status, newest_pod_per_host, pods_of_current_attempt, status_of, worker_job_name,
 )
 
 Jobs = Mapping[str, Mapping[str, Any]]
@@ -222,7 +222,7 @@ def recovery(
         return None, recovered
     if state.phase is Phase.SUCCEEDED:  # whatever it lost on the way, it rode out
         if memory.recovering is not None:
-            return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
+            return None, (*recovered, _over(memory.recovering, now))
         return None, (*recovered, *_losses_unseen(memory, observation, recovered, now, last_step, ended=True))
     if state.phase is not Phase.RUNNING:
         return None, recovered
@@ -240,8 +240,13 @@ def recovery(
             return None, recovered
         return None, (*recovered, *_losses_unseen(memory, observation, recovered, now, last_step))
     if _slices_back(observation, state):
-        return None, (*recovered, replace(memory.recovering, seconds_lost=round(now - memory.recovering.time, 1)))
+        return None, (*recovered, _over(memory.recovering, now))
     return memory.recovering, recovered
+
+
+def _over(recovering: Disruption, now: float) -> Disruption:
+    """A loss being recovered from, over at ``now``: its cost is the time since it struck."""
+    return replace(recovering, seconds_lost=round(now - recovering.time, 1))
 
 
 def _losses_unseen(
@@ -267,11 +272,7 @@ def failures_ridden_out(memory: WaitMemory, observation: Observation, state: Wor
     re-created after the loss sees neither the lost pods nor a record of it, only the count)."""
     if not elastic_slices(observation) or state.phase is not Phase.RUNNING or not _slices_back(observation, state):
         return memory.failures_ridden_out
-    counted = {
-        failures_key(job): as_int(status_of(job).get("failed"))
-        for job in of_current_restart_attempt(observation.jobs, observation.jobset)
-        if is_of_the_slices(job, observation.jobset) and not is_being_deleted(job)
-    }
+    counted = {failures_key(job): as_int(status_of(job).get("failed")) for job in worker_jobs_now(observation.jobs, observation.jobset)}
     return {**memory.failures_ridden_out, **{k: max(v, memory.failures_ridden_out.get(k, 0)) for k, v in counted.items() if v}}
 
 

@@ -177,8 +177,12 @@ def slice_losses_counted(jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str,
     rounded up. The Jobs keep the count when the lost pods are gone, however the loss went unseen.
     ``with_deleted``: Jobs being deleted count too (their last state: a finished workload's)."""
     per_slice = pods_per_slice(jobset)
-    slices = [j for j in of_current_restart_attempt(jobs, jobset) if is_of_the_slices(j, jobset) and (with_deleted or not is_being_deleted(j))]
-    return sum(-(-as_int(status_of(j).get("failed")) // per_slice) for j in slices)
+    return sum(-(-as_int(status_of(j).get("failed")) // per_slice) for j in worker_jobs_now(jobs, jobset, with_deleted=with_deleted))
+
+
+def worker_jobs_now(jobs: Iterable[Mapping[str, Any]], jobset: Mapping[str, Any] | None, *, with_deleted: bool = False) -> list[Mapping[str, Any]]:
+    """The slices' Jobs of the current restart attempt, not being deleted (``with_deleted``: those too)."""
+    return [j for j in of_current_restart_attempt(jobs, jobset) if is_of_the_slices(j, jobset) and (with_deleted or not is_being_deleted(j))]
 
 
 def failures_key(job: Mapping[str, Any]) -> str:

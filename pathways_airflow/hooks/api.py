@@ -13,16 +13,23 @@ from collections.abc import Generator
 from typing import Any, Mapping
 
 import msgspec
-from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from pathways_airflow.exceptions import KubernetesApiError
 from pathways_airflow.resources import Resource
 from pathways_airflow.spec.errors import InvalidWorkloadSpec, SpecProblem
 
 TRANSIENT_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
+API_OUTAGE_LIMIT_SECONDS = 30 * 60.0
+"""How long a call, or a wait, rides out a Kubernetes API that keeps failing before it gives up (the
+task's own deadline ends it sooner): long enough for a control-plane upgrade or a regional blip,
+which on a zonal GKE cluster takes minutes while the workload's pods run on. A call that gave up
+sooner would fail the task, or a wait's look, in the middle of a resubmission and leave the
+workload to the janitor."""
 MAX_ATTEMPTS = 11
-"""Tries of one call: its waits double from :data:`FIRST_RETRY_SECONDS` to :data:`MAX_RETRY_SECONDS`,
-about 80 s in all, so an API server's restart is ridden out and a blip costs a tenth of a second."""
+"""Tries of one call for a caller with a retry loop of its own (a shared watch relisting, which
+counts its failures and backs off itself): its waits double from :data:`FIRST_RETRY_SECONDS` to
+:data:`MAX_RETRY_SECONDS`, about 80 s in all."""
 FIRST_RETRY_SECONDS = 0.1
 """The first retry's wait. Most 5xx answers and dropped connections are blips (a load balancer's
 hiccup, an API server's leader change): the first retries come quickly, because a disrupted
@@ -73,30 +80,35 @@ def retry_after_seconds(error: BaseException | None) -> float | None:
         return None
 
 
-_backoff = wait_exponential_jitter(initial=FIRST_RETRY_SECONDS, max=MAX_RETRY_SECONDS, jitter=FIRST_RETRY_SECONDS)
-
-
 def _wait(state: RetryCallState) -> float:
+    """The server's ``Retry-After`` if it sent one, else the doubling backoff, read from the
+    constants above at each retry (so a test cluster running faster than real time may scale them)."""
     error = state.outcome.exception() if state.outcome else None
     honoured = retry_after_seconds(error)
-    return honoured if honoured is not None else _backoff(state)
+    if honoured is not None:
+        return honoured
+    return wait_exponential_jitter(initial=FIRST_RETRY_SECONDS, max=MAX_RETRY_SECONDS, jitter=FIRST_RETRY_SECONDS)(state)
 
 
-def retry_options(log: Any, attempts: int = MAX_ATTEMPTS) -> dict[str, Any]:
-    """Tenacity's options for one API call: transient failures retried with backoff, ``attempts``
-    tries in all (1: a read whose answer is only nice to have fails at once instead of waiting)."""
+def retry_options(log: Any, attempts: int | None = None, outage_seconds: float | None = None) -> dict[str, Any]:
+    """Tenacity's options for one API call: transient failures retried with backoff until the API
+    has failed for ``outage_seconds`` (by default :data:`API_OUTAGE_LIMIT_SECONDS`), or ``attempts``
+    tries in all (1: a read whose answer is only nice to have, or whose caller looks again anyway,
+    fails at once instead of waiting)."""
+    limit = API_OUTAGE_LIMIT_SECONDS if outage_seconds is None else outage_seconds
+    of = f"/{attempts - 1}" if attempts is not None else f" (giving up after {limit:.0f} s of failures)"
 
     def before_sleep(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         log.warning(
-            "Kubernetes API call failed (%s); retry %d/%d in %.1fs",
-            describe(error), state.attempt_number, attempts - 1, state.next_action.sleep if state.next_action else 0,
+            "Kubernetes API call failed (%s); retry %d%s in %.1fs",
+            describe(error), state.attempt_number, of, state.next_action.sleep if state.next_action else 0,
         )
 
     return {
         "retry": retry_if_exception(is_transient),
         "wait": _wait,
-        "stop": stop_after_attempt(attempts),
+        "stop": stop_after_attempt(attempts) if attempts is not None else stop_after_delay(limit),
         "reraise": True,
         "before_sleep": before_sleep,
     }

@@ -32,7 +32,6 @@ from pathways_airflow.hooks.api import (
     JsonLines,
     LOG_START_BYTES,
     LOG_TAIL_BYTES,
-    MAX_ATTEMPTS,
     absent,
     an_object,
     api_error_message,
@@ -92,9 +91,12 @@ class _ClusterHook(BaseHook):
     (:func:`~pathways_airflow.hooks.api.retry_options`) and a 404 read
     (:func:`~pathways_airflow.hooks.api.absent`) by the same functions in both."""
 
-    def __init__(self, target: ClusterTarget | None = None, **target_fields: Any) -> None:
+    def __init__(self, target: ClusterTarget | None = None, *, outage_seconds: float | None = None, **target_fields: Any) -> None:
         super().__init__()
         self.target = target or ClusterTarget(**target_fields)
+        self.outage_seconds = outage_seconds
+        """How long a call rides out a failing API (:func:`~pathways_airflow.hooks.api.retry_options`;
+        ``None``: the provider's limit): a wait given a shorter limit passes it on to its own calls."""
 
 
 class PathwaysHook(_ClusterHook):
@@ -155,18 +157,18 @@ class PathwaysHook(_ClusterHook):
         body: Any = None,
         content_type: str = "application/json",
         raw: bool = False,
-        attempts: int = MAX_ATTEMPTS,
+        attempts: int | None = None,
     ) -> Any:
         """Call the API with retries on transient failures (``attempts`` tries in all); the JSON body
         as a dict (or raw text). A caller that polls anyway asks for one try: its own next look is the retry."""
         options = call_options(query, body, content_type)
-        for attempt in Retrying(**retry_options(self.log, attempts)):
+        for attempt in Retrying(**retry_options(self.log, attempts, self.outage_seconds)):
             with attempt:
                 data = self.api_client.call_api(path, method, **options).data
                 return data.decode("utf-8", errors="replace") if raw else json_body(method, path, data)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
-    def get(self, resource: Resource, namespace: str | None, name: str, *, attempts: int = MAX_ATTEMPTS) -> dict[str, Any] | None:
+    def get(self, resource: Resource, namespace: str | None, name: str, *, attempts: int | None = None) -> dict[str, Any] | None:
         path = object_path(resource, namespace, name)
         try:
             return an_object("GET", path, self.request("GET", path, attempts=attempts))
@@ -180,7 +182,7 @@ class PathwaysHook(_ClusterHook):
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        attempts: int = MAX_ATTEMPTS,
+        attempts: int | None = None,
     ) -> list[dict[str, Any]]:
         body = self.request(
             "GET", resource.path(namespace), query={"labelSelector": label_selector, "fieldSelector": field_selector}, attempts=attempts
@@ -193,7 +195,7 @@ class PathwaysHook(_ClusterHook):
         return self.request("POST", resource.path(namespace), body=dict(manifest))
 
     def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None, attempts: int = MAX_ATTEMPTS
+        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None, attempts: int | None = None
     ) -> bool:
         """Delete with dependents (by default as :attr:`Resource.propagation` says); ``False`` if it was gone."""
         try:
@@ -429,9 +431,9 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def request(
         self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None, content_type: str = "application/json",
-        attempts: int = MAX_ATTEMPTS,
+        attempts: int | None = None,
     ) -> Any:
-        async for attempt in AsyncRetrying(**retry_options(self.log, attempts)):
+        async for attempt in AsyncRetrying(**retry_options(self.log, attempts, self.outage_seconds)):
             with attempt:
                 async with self.api_client() as client:
                     response = await self._send(client, method, path, call_options(query, body, content_type))
@@ -451,7 +453,7 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def list_page(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
-        limit: int | None = None, continue_token: str | None = None, attempts: int = MAX_ATTEMPTS,
+        limit: int | None = None, continue_token: str | None = None, attempts: int | None = None,
     ) -> dict[str, Any]:
         """One page of a list: its items, the list's resourceVersion (where a watch starts), and
         ``continue`` while a ``limit``ed list has more."""
@@ -460,7 +462,7 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def list(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
-        attempts: int = MAX_ATTEMPTS,
+        attempts: int | None = None,
     ) -> list[dict[str, Any]]:
         """The objects, as :meth:`PathwaysHook.list` returns them."""
         page = await self.list_page(resource, namespace, label_selector=label_selector, field_selector=field_selector, attempts=attempts)
@@ -480,7 +482,7 @@ class AsyncPathwaysHook(_ClusterHook):
             return absent(error, False)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None,
-                     attempts: int = MAX_ATTEMPTS) -> bool:
+                     attempts: int | None = None) -> bool:
         try:
             await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation), attempts=attempts)
             return True
@@ -541,7 +543,7 @@ class AsyncPathwaysHook(_ClusterHook):
                 raise
         return local, pending, cluster_queue
 
-    async def list_nodes(self, label_selector: str | None = None, attempts: int = MAX_ATTEMPTS) -> list[dict[str, Any]]:
+    async def list_nodes(self, label_selector: str | None = None, attempts: int | None = None) -> list[dict[str, Any]]:
         return await self.list(NODE, label_selector=label_selector, attempts=attempts)
 
     async def read_log_tail(self, namespace: str, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> list[str]:

@@ -11,7 +11,7 @@ import logging
 import time
 
 from pathways_airflow import well_known
-from pathways_airflow.hooks.api import MAX_ATTEMPTS, describe, is_transient
+from pathways_airflow.hooks.api import describe, is_transient
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, PathwaysHook
 from pathways_airflow.resources import JOB, JOBSET, POD, Resource
 from pathways_airflow.state.reclaim import Leftovers, left_behind, reclaimed_line
@@ -33,7 +33,7 @@ def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str]]:
     return [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
 
 
-def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *, attempts: int = MAX_ATTEMPTS) -> Leftovers:
+def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *, attempts: int | None = None) -> Leftovers:
     """Look at the chain of a workload deleted ``waited`` seconds ago; delete what the collector left."""
     jobset = hook.get(JOBSET, namespace, workload, attempts=attempts)
     selector = well_known.jobset_selector(workload)
@@ -60,7 +60,7 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
     return leftovers
 
 
-async def delete_left_behind(hook: AsyncPathwaysHook, namespace: str, leftovers: Leftovers, *, attempts: int = MAX_ATTEMPTS) -> None:
+async def delete_left_behind(hook: AsyncPathwaysHook, namespace: str, leftovers: Leftovers, *, attempts: int | None = None) -> None:
     """Delete what the collector left, top down, in the background (a Job already waiting on its
     foreground deletion then goes at once: :func:`~pathways_airflow.state.reclaim.restart_held_up`)."""
     for resource, name in _chain_order(leftovers):

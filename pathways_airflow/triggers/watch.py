@@ -30,17 +30,19 @@ from dataclasses import dataclass, field
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Iterable
 
+from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, MAX_ATTEMPTS
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
 
 log = logging.getLogger(__name__)
 
 WATCH_TIMEOUT_SECONDS = 300
-API_OUTAGE_LIMIT_SECONDS = 30 * 60.0
-"""How long a wait rides out a Kubernetes API that keeps failing before it gives up (the task's
-own deadline ends it sooner): long enough for a control-plane upgrade or a regional blip."""
 MAX_REMEMBERED_DELETIONS = 5000
+FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
+"""A dropped or failing watch reconnects after ``FIRST_BACKOFF_SECONDS``, doubling to this cap
+(each wait jittered ±50 %), as client-go's reflector does: a few streams per cluster, so the API
+server coming back is not met by every triggerer at once."""
 WAKE_BATCH = 200
 """Waits woken per turn of the loop when all are woken: at ~100-300 µs each, well under 100 ms."""
 EVENTS_PER_TURN = 100
@@ -236,11 +238,11 @@ class SharedWatch:
     # the loop -------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        backoff = 0.5
+        backoff = FIRST_BACKOFF_SECONDS
         while True:
             try:
                 await self._list()
-                backoff = 0.5
+                backoff = FIRST_BACKOFF_SECONDS
                 await self._watch()
             except asyncio.CancelledError:
                 raise
@@ -285,7 +287,9 @@ class SharedWatch:
         items: list[dict[str, Any]] = []
         version, token = "", None
         while True:
-            body = await self.hook.list_page(self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token)
+            body = await self.hook.list_page(
+                self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token, attempts=MAX_ATTEMPTS
+            )
             if not isinstance(body, dict) or not isinstance(body.get("items") or [], list):
                 raise ValueError(f"listing {self.resource.plural}: not a list object: {str(body)[:200]!r}")
             # Items that are not objects with metadata are skipped, as malformed watch events are:

@@ -163,8 +163,9 @@ class PathwaysJobTrigger(KillableTrigger):
 
     @cached_property
     def hook(self) -> AsyncPathwaysHook:
-        """The one hook of this wait (its client is the loop's, shared with every other wait)."""
-        return AsyncPathwaysHook(self.cluster)
+        """The one hook of this wait (its client is the loop's, shared with every other wait); its
+        calls ride out a failing API as long as the wait does."""
+        return AsyncPathwaysHook(self.cluster, outage_seconds=self.api_outage_seconds)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

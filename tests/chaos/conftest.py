@@ -105,6 +105,31 @@ def collector_margin_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reclaim, "COLLECTOR_MARGIN_SECONDS", reclaim.COLLECTOR_MARGIN_SECONDS / SPEED)
 
 
+@pytest.fixture(autouse=True)
+def api_patience_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's pauses before it asks the Kubernetes API again after a failure (a call's
+    retries, a watch's reconnects, the looks for a deleted workload's pods), scaled to the
+    cluster's speed, for each chaos test only.
+
+    The plans' API outages last 60, 120 or 300 s of cluster time (1 to 5 real seconds), and their
+    bursts of errors a few answers. On a real cluster the pauses double from a tenth of a second
+    to a cap of seconds, so a burst costs a second or two and the first try after an outage comes
+    at most a cap late. In real seconds against a cluster running 60 times faster, four errors in
+    a row would cost a minute and a half of cluster time and an outage's overshoot minutes: the
+    time lost would measure the test's clock, not the provider. Scaled, each costs what it would
+    on a real cluster, and a call rides out an outage for the cluster time it would for real.
+    """
+    from pathways_airflow.hooks import api, reclaim
+    from pathways_airflow.triggers import watch
+
+    paces = (
+        (api, "FIRST_RETRY_SECONDS"), (api, "MAX_RETRY_SECONDS"), (watch, "FIRST_BACKOFF_SECONDS"), (watch, "MAX_BACKOFF_SECONDS"),
+        (reclaim, "FIRST_POLL_SECONDS"), (reclaim, "POLL_SECONDS"),
+    )
+    for module, name in paces:
+        monkeypatch.setattr(module, name, getattr(module, name) / SPEED)
+
+
 def report_path(config: pytest.Config) -> Path:
     configured = os.environ.get("PATHWAYS_CHAOS_REPORT")
     if configured:

@@ -20,7 +20,6 @@ from airflow.sdk import BaseOperator
 
 from pathways_airflow.connection import ClusterConnectionMixin
 from pathways_airflow.exceptions import KubernetesApiError, PathwaysError
-from pathways_airflow.hooks.api import MAX_ATTEMPTS
 from pathways_airflow.resources import ObjectRef, Resource
 from pathways_airflow.run.rounds import first_try_of
 from pathways_airflow.spec.names import TaskIdentity
@@ -109,15 +108,14 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
             self.log.info("deleted %s %s/%s (delete_on_finish)", resource.kind, namespace, name)
         self.released(resource, namespace, name)
 
-    def delete_each(self, objects: Iterable[Held], attempts: int | None = None) -> list[str]:
+    def delete_each(self, objects: Iterable[Held]) -> list[str]:
         """Delete the objects in order, each tried whatever became of the others, so one failure never
-        leaves the rest behind (it is raised once all were tried); ``Kind/name`` of those deleted.
-        ``attempts`` bounds each delete's tries (a kill has seconds before its process is killed)."""
+        leaves the rest behind (it is raised once all were tried); ``Kind/name`` of those deleted."""
         deleted: list[str] = []
         errors: list[str] = []
         for resource, namespace, name in objects:
             try:
-                if self.hook.delete(resource, namespace, name, attempts=attempts):
+                if self.hook.delete(resource, namespace, name):
                     deleted.append(f"{resource.kind}/{name}")
                     self.log.info("deleted %s %s/%s", resource.kind, namespace, name)
             except Exception as error:
@@ -138,9 +136,7 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         held = self.released()
         if held:
             self.log.info("%s stopped: deleting %s", self.task_id, ", ".join(f"{r.kind} {ns}/{n}" for r, ns, n in held))
-        # Tries about 80 s (not a whole outage): Airflow kills the process a minute after the
-        # signal, and what a delete could not reach is the janitor's, as the error says.
-        self.delete_each(reversed(held), attempts=MAX_ATTEMPTS)
+        self.delete_each(reversed(held))
 
 
 __all__ = ["ClusterOperator", "Held", "first_event_here"]

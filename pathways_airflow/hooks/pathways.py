@@ -159,8 +159,9 @@ class PathwaysHook(_ClusterHook):
         raw: bool = False,
         attempts: int | None = None,
     ) -> Any:
-        """Call the API with retries on transient failures (``attempts`` tries in all); the JSON body
-        as a dict (or raw text). A caller that polls anyway asks for one try: its own next look is the retry."""
+        """Call the API with retries on transient failures (until it has failed for
+        :attr:`outage_seconds`, or ``attempts`` tries in all); the JSON body as a dict (or raw text).
+        A caller that polls anyway asks for one try: its own next look is the retry."""
         options = call_options(query, body, content_type)
         for attempt in Retrying(**retry_options(self.log, attempts, self.outage_seconds)):
             with attempt:

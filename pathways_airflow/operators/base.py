@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -30,8 +30,13 @@ if TYPE_CHECKING:
     from airflow.triggers.base import BaseTrigger
 
 
-def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
-    """Run ``trigger`` in this worker, on a loop of its own, until its first event; its payload.
+STOP_CHECK_SECONDS = 0.2
+"""How often a wait in the worker asks whether its task was killed."""
+
+
+def first_event_here(trigger: "BaseTrigger", stopped: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
+    """Run ``trigger`` in this worker, on a loop of its own, until its first event; its payload, or
+    ``None`` once ``stopped()`` is true first.
 
     A task that does not defer waits with the same trigger it would have deferred to: the same
     watches, the same state core, the same events, so both paths decide alike.
@@ -40,11 +45,18 @@ def first_event_here(trigger: "BaseTrigger") -> dict[str, Any]:
     from pathways_airflow.triggers.deletion import deletes_done
     from pathways_airflow.triggers.notes import notes_written
 
-    async def first() -> dict[str, Any]:
+    async def first() -> dict[str, Any] | None:
         events = trigger.run()
+        following = asyncio.ensure_future(events.__anext__())
         try:
-            return dict((await events.__anext__()).payload)
+            while not stopped():
+                done, _ = await asyncio.wait({following}, timeout=STOP_CHECK_SECONDS)
+                if done:
+                    return dict(following.result().payload)
+            return None
         finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
             await events.aclose()
             await deletes_done()  # a delete the wait started outlives the wait, not this loop
             await notes_written()  # so do its notes
@@ -124,6 +136,16 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         if errors:
             raise KubernetesApiError("could not delete " + "; ".join(errors))
         return deleted
+
+    def wait_here(self, trigger: "BaseTrigger") -> dict[str, Any]:
+        """Wait in this worker with the trigger the task would defer to (:func:`first_event_here`),
+        until its first event or the task's kill. Airflow's SIGTERM handler runs :meth:`on_kill` and
+        returns (task-sdk ``task_runner``): without this the wait would go on judging the workload
+        its kill deletes until the process is killed."""
+        event = first_event_here(trigger, stopped=lambda: self._stopped)
+        self.raise_if_stopped()
+        assert event is not None  # only a stop ends the wait without one
+        return event
 
     def raise_if_stopped(self) -> None:
         """Between the steps of a wait: a killed task goes no further (its objects are being deleted)."""

@@ -32,7 +32,7 @@ from pathways_airflow import well_known
 from pathways_airflow.spec.arguments import POLL_INTERVAL_SECONDS, TASK_LIMIT, deletion_poll, looks_templated, poll_interval_problem
 from pathways_airflow.checkpoints import COMMIT_MARKER, Checkpoint, commit_marker_uri
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator, first_event_here
+from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.run.messages import quoted_log
 from pathways_airflow.exceptions import BadSpecError
 from pathways_airflow.resources import JOB, POD
@@ -288,7 +288,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         )
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
-        return self.execute_complete(context, first_event_here(trigger))
+        return self.execute_complete(context, self.wait_here(trigger))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Act on how the Job ended: verify and record the output, or report the failure."""

@@ -35,7 +35,7 @@ from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
 from pathways_airflow.exceptions import BadSpecError, UserCodeError
 from pathways_airflow.hooks.serving import ServingHook
 from pathways_airflow.hooks.storage import bucket_exists_if_permitted, object_exists_if_permitted, opened_storage, read_object
-from pathways_airflow.operators.base import ClusterOperator, first_event_here
+from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.operators.lineage import ReportsLineage, benchmark_rule
 from pathways_airflow.operators.manifest import SuppliedServer
 from pathways_airflow.resources import JOB, LEADERWORKERSET, SERVICE
@@ -503,8 +503,7 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
             )
             if self.deferrable:
                 self.defer(trigger=trigger, method_name="execute_complete", kwargs={"limit": limit})
-            event = first_event_here(trigger)
-            self.raise_if_stopped()
+            event = self.wait_here(trigger)
             return self._benchmark_result(event, names, limit)
 
     def execute_complete(

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from pathways_airflow.exceptions import KubernetesApiError
 from pathways_airflow.hooks.api import describe
-from pathways_airflow.operators.base import first_event_here
 from pathways_airflow.resources import NODE
 from pathways_airflow.spec.arguments import looks_templated
 from pathways_airflow.spec.errors import SpecProblem
@@ -146,7 +145,7 @@ class MindsMaintenance:
             self.defer(  # type: ignore[attr-defined]
                 trigger=trigger, method_name="execute_after_maintenance", kwargs={"maintenance": record}, timeout=timeout
             )
-        event = first_event_here(trigger)
+        event = self.wait_here(trigger)  # type: ignore[attr-defined]
         if event.get("status") != "passed":
             raise KubernetesApiError(f"stopped waiting for maintenance to pass: {event.get('message')}")
         return record

@@ -18,7 +18,7 @@ from airflow.providers.common.compat.sdk import AirflowTaskTimeout, conf
 from pathways_airflow import well_known
 from pathways_airflow.checkpoints import Checkpoint
 from pathways_airflow.connection import CLUSTER_TEMPLATE_FIELDS
-from pathways_airflow.operators.base import ClusterOperator, first_event_here
+from pathways_airflow.operators.base import ClusterOperator
 from pathways_airflow.exceptions import DisruptionBudgetExhausted, UserCodeError
 from pathways_airflow.links import CloudLoggingLink, GkeWorkloadLink
 from pathways_airflow.operators.lineage import ReportsLineage, training_rule
@@ -470,7 +470,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
 
     def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:
         """Wait in the worker (not deferring) with the same trigger, its log captured alike."""
-        return self.execute_complete(context, first_event_here(self._trigger(context, record)), record.to_dict())
+        return self.execute_complete(context, self.wait_here(self._trigger(context, record)), record.to_dict())
 
     def _newest_checkpoint(self, context: Context) -> Checkpoint | None:  # GCS outages: waited out until the deadline
         deadline = self.deadline(context)

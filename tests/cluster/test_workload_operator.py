@@ -172,6 +172,34 @@ def test_operator_on_kill_deletes_what_it_submitted(pathways_cluster):
     wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None)
 
 
+def test_a_wait_in_the_worker_ends_as_soon_as_its_task_is_killed(pathways_cluster):
+    """Airflow's SIGTERM handler runs ``on_kill`` and returns: the wait in the worker must not go on
+    judging the workload the kill deletes (it would fail it as deleted by someone else, or wait out
+    an outage) until the supervisor's SIGKILL."""
+    import threading
+
+    from pathways_airflow.exceptions import PathwaysError
+    from pathways_airflow.operators.base import STOP_CHECK_SECONDS
+
+    ti = TaskInstance("dag", "onkill-inline", "run-1")
+    task = operator("onkill-inline", deferrable=False)
+    name = TaskIdentity("dag", "onkill-inline", "run-1").workload_name()
+    hook = PathwaysHook()
+    killed_at: list[float] = []
+
+    def kill_once_running() -> None:
+        wait_for(lambda: hook.get(PATHWAYSJOB, "default", name), timeout=60, what="the submitted PathwaysJob")
+        task.on_kill()
+        killed_at.append(time.monotonic())
+
+    killer = threading.Thread(target=kill_once_running, daemon=True)
+    killer.start()
+    with pytest.raises(PathwaysError, match="was stopped"):
+        task.execute({"ti": ti})
+    assert killed_at and time.monotonic() - killed_at[0] < 5 * STOP_CHECK_SECONDS + 1
+    wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None)
+
+
 def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_and_log(pathways_cluster):
     """The failed head pod is deleted with its Job; the trigger keeps what it saw of it."""
     from pathways_airflow.spec import build_workload, render

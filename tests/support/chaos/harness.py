@@ -41,6 +41,13 @@ from tests.support.chaos.invariants import Observations, Pace, extra_time_lost, 
 from tests.support.chaos.plan import DISRUPTIONS, SPEED, TPU_POOLS, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
+class KilledBySupervisor(BaseException):
+    """Raised in the task's thread when it has not ended :data:`KILL_ESCALATION` after its kill, as
+    Airflow's supervisor then sends SIGKILL (task-sdk ``supervisor.kill``)."""
+
+
+KILL_ESCALATION = 5.0
+"""Real seconds between a kill's SIGTERM and the supervisor's SIGKILL."""
 BUCKET = "pathways-demo"
 NAMESPACE = "default"
 SCENARIO_LIMIT = 90.0
@@ -65,10 +72,6 @@ KINDS = {
     "pathwaysjob": ("pathways-job.pathways.domain/v1", "PathwaysJob"),
     "jobset": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
 }
-
-
-class ChaosKilled(BaseException):
-    """Raised in the task's thread after ``on_kill()``, as Airflow's SIGTERM handler does."""
 
 
 @dataclass
@@ -112,6 +115,8 @@ class Scenario:
         self.announced_nodes: tuple[str, ...] = ()
         self.attempts_seen: dict[str, int] = {}
         self.kill_requested = False
+        self.killed = False
+        self.killed_at: float | None = None
         self.stuck = False
         self._stop = threading.Event()
         self._timers: list[threading.Timer] = []
@@ -255,20 +260,31 @@ class Scenario:
         op = self.operator()
 
         def on_signal(signum, frame):
+            # As Airflow 3's SIGTERM handler does (task-sdk task_runner ``_on_term``): run on_kill and
+            # return; the task must then end by itself (the supervisor's SIGKILL follows in 5 s).
+            if self.killed_at is not None and time.monotonic() - self.killed_at >= KILL_ESCALATION:
+                self.killed_at = time.monotonic()
+                raise KilledBySupervisor()
             if self.kill_requested:
                 self.kill_requested = False
+                self.killed = True
                 op.on_kill()
-                raise ChaosKilled()
+                self.killed_at = time.monotonic()
 
         previous = signal.signal(signal.SIGUSR1, on_signal)
         try:
-            return "success", op.execute(self.new_try()), None
-        except ChaosKilled:
+            result = op.execute(self.new_try())
+        except KilledBySupervisor:
             return ("stuck" if self.stuck else "killed"), None, None
         except (Exception, AirflowTaskTimeout) as error:  # the task's failure is the outcome
+            if self.killed:
+                return ("stuck" if self.stuck else "killed"), None, None
             return type(error).__name__, None, error
         finally:
-            signal.signal(signal.SIGUSR1, previous)
+            self.killed_at = None
+            # A signal the watcher sent as the task ended must not meet SIGUSR1's default (exit).
+            signal.signal(signal.SIGUSR1, previous if callable(previous) else (lambda signum, frame: None))
+        return ("stuck" if self.stuck else "killed") if self.killed else "success", result, None
 
     def _drive_deferred(self):
         context = self.new_try()
@@ -356,6 +372,8 @@ class Scenario:
                 self._sample()
             except Exception:  # the cluster call may time out under injected latency; sample again
                 pass
+            if self.killed_at is not None and time.monotonic() - self.killed_at >= KILL_ESCALATION:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)  # the handler escalates
             if time.monotonic() - began > SCENARIO_LIMIT and not self.stuck:
                 self.stuck = True
                 if self.plan.mode == "inline":

@@ -41,6 +41,7 @@ from tests.support.chaos.invariants import Observations, Pace, extra_time_lost, 
 from tests.support.chaos.plan import DISRUPTIONS, SPEED, TPU_POOLS, Event, Plan
 from tests.support.task_instance import StateStore, TaskInstance
 
+
 class KilledBySupervisor(BaseException):
     """Raised in the task's thread when it has not ended :data:`KILL_ESCALATION` after its kill, as
     Airflow's supervisor then sends SIGKILL (task-sdk ``supervisor.kill``)."""
@@ -48,6 +49,7 @@ class KilledBySupervisor(BaseException):
 
 KILL_ESCALATION = 5.0
 """Real seconds between a kill's SIGTERM and the supervisor's SIGKILL."""
+
 BUCKET = "pathways-demo"
 NAMESPACE = "default"
 SCENARIO_LIMIT = 90.0

@@ -34,7 +34,7 @@ STOP_CHECK_SECONDS = 0.2
 """How often a wait in the worker asks whether its task was killed."""
 
 
-def first_event_here(trigger: "BaseTrigger", stopped: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
+def first_event_here(trigger: "BaseTrigger", stopped: Callable[[], bool]) -> dict[str, Any] | None:
     """Run ``trigger`` in this worker, on a loop of its own, until its first event; its payload, or
     ``None`` once ``stopped()`` is true first.
 

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import TriggerEvent
 
 from pathways_airflow import well_known
-from pathways_airflow.hooks.api import describe
+from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.hooks.reclaim import delete_left_behind
 from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, NODE, PATHWAYSJOB, POD, workload_resource
@@ -47,7 +47,7 @@ from pathways_airflow.triggers.pruning import (
     pruned_pod,
 )
 from pathways_airflow.triggers.watch import (
-    API_OUTAGE_LIMIT_SECONDS, SharedWatch, api_lost, by_label, by_owner, recheck_in, shared_watch, wait_for_change,
+    SharedWatch, api_lost, by_label, by_owner, recheck_in, shared_watch, wait_for_change,
 )
 
 SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state", "poll_interval", "until_phase",

@@ -92,43 +92,34 @@ def chaos_cluster(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(autouse=True)
-def collector_margin_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The provider's margin for a late garbage collector, scaled to the cluster's speed, for each
-    chaos test only (the cluster tests of the same session keep the real one).
+def provider_pauses_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's pauses that wait on the cluster, scaled to its speed, for each chaos test only
+    (the cluster tests of the same session keep the real ones).
 
-    The plans make the collector late in cluster time (10, 30 or 120 s: a fraction of a real
-    second at speed 60), and the margin says how much cluster time the collector may take before
-    the provider does its work (5 s). Unscaled, the margin would be 300 s of this cluster's time,
-    the collector would always come first, and the late-collector scenarios would measure the
-    collector's delay instead of the provider's answer to it.
+    - The margin given a late garbage collector (5 s): the plans make the collector late in
+      cluster time (10, 30 or 120 s: a fraction of a real second at speed 60). Unscaled, the margin
+      would be 300 s of this cluster's time, the collector would always come first, and the
+      late-collector scenarios would measure its delay instead of the provider's answer to it.
+    - The pauses before the provider asks the Kubernetes API again after a failure (a call's
+      retries, a watch's reconnects, the looks for a deleted workload's pods): the plans' outages
+      last 60, 120 or 300 s of cluster time (1 to 5 real seconds), their bursts of errors a few
+      answers. On a real cluster the pauses double from a tenth of a second to a cap of seconds,
+      so a burst costs a second or two and the first try after an outage comes at most a cap late.
+      In real seconds against a cluster running 60 times faster, four errors in a row would cost a
+      minute and a half of cluster time and an outage's overshoot minutes: the time lost would
+      measure the test's clock, not the provider. Scaled, each costs what it would on a real
+      cluster, and a call rides out an outage for the cluster time it would for real.
     """
+    from pathways_airflow.hooks import api, reclaim as reclaim_looks
     from pathways_airflow.state import reclaim
-
-    monkeypatch.setattr(reclaim, "COLLECTOR_MARGIN_SECONDS", reclaim.COLLECTOR_MARGIN_SECONDS / SPEED)
-
-
-@pytest.fixture(autouse=True)
-def api_patience_in_cluster_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The provider's pauses before it asks the Kubernetes API again after a failure (a call's
-    retries, a watch's reconnects, the looks for a deleted workload's pods), scaled to the
-    cluster's speed, for each chaos test only.
-
-    The plans' API outages last 60, 120 or 300 s of cluster time (1 to 5 real seconds), and their
-    bursts of errors a few answers. On a real cluster the pauses double from a tenth of a second
-    to a cap of seconds, so a burst costs a second or two and the first try after an outage comes
-    at most a cap late. In real seconds against a cluster running 60 times faster, four errors in
-    a row would cost a minute and a half of cluster time and an outage's overshoot minutes: the
-    time lost would measure the test's clock, not the provider. Scaled, each costs what it would
-    on a real cluster, and a call rides out an outage for the cluster time it would for real.
-    """
-    from pathways_airflow.hooks import api, reclaim
     from pathways_airflow.triggers import watch
 
-    paces = (
+    pauses = (
+        (reclaim, "COLLECTOR_MARGIN_SECONDS"),
         (api, "FIRST_RETRY_SECONDS"), (api, "MAX_RETRY_SECONDS"), (watch, "FIRST_BACKOFF_SECONDS"), (watch, "MAX_BACKOFF_SECONDS"),
-        (reclaim, "FIRST_POLL_SECONDS"), (reclaim, "POLL_SECONDS"),
+        (reclaim_looks, "FIRST_POLL_SECONDS"), (reclaim_looks, "POLL_SECONDS"),
     )
-    for module, name in paces:
+    for module, name in pauses:
         monkeypatch.setattr(module, name, getattr(module, name) / SPEED)
 
 

@@ -55,7 +55,7 @@ with DAG(
         "max_output_length": Param(16, type="integer", minimum=1),
         "threshold_pct": Param(20.0, type="number", minimum=0, description="allowed worsening vs the baseline, in percent"),
         "window": Param(7, type="integer", minimum=1, description="baseline: median of this many earlier runs"),
-        "local_ttft_ms": Param("100", type="string", description="local cluster only: the stand-in server's time to first token"),
+        "local_ttft_ms": Param("500", type="string", description="local cluster only: the stand-in server's time to first token"),
         "local_tpot_ms": Param("20", type="string", description="local cluster only: the stand-in server's time per output token"),
     },
 ) as dag:

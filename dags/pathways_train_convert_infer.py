@@ -71,7 +71,7 @@ with DAG(
         "threshold_pct": Param(20.0, type="number", minimum=0),
         "report_dir": Param("", type="string", description="where report.md and history.png go; empty: next to the history in GCS"),
         "local_step_seconds": Param("1", type="string", description="local cluster only: simulated seconds per training step"),
-        "local_ttft_ms": Param("100", type="string", description="local cluster only: the stand-in server's time to first token"),
+        "local_ttft_ms": Param("500", type="string", description="local cluster only: the stand-in server's time to first token"),
         "local_tpot_ms": Param("20", type="string", description="local cluster only: the stand-in server's time per output token"),
     },
 ) as dag:

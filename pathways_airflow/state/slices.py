@@ -371,6 +371,8 @@ class MaintenanceAhead:
         """One line for the task log: what is announced or under way, and what the run does about it."""
         parts = [f"{pool}: maintenance {in_how_long(when - now)}" for pool, when in sorted(self.announced.items())]
         parts += [f"{pool}: under maintenance" for pool in self.in_progress]
+        if not parts and self.busy:
+            return f"maintenance announced inside the run only on slices other workloads hold, left alone: {', '.join(self.busy)}"
         if not parts:
             return "no maintenance announced on the slices this run may land on, within its expected duration"
         said = "; ".join(parts)

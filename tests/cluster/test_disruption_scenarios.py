@@ -103,3 +103,24 @@ def test_following_a_log_streams_until_the_container_ends(cluster, cleanup):
     started = time.monotonic()
     text = stream.read().decode()
     assert "idling" in text and 0.4 < time.monotonic() - started < 10
+
+
+def test_a_spot_vm_back_from_preemption_keeps_the_maintenance_announced_for_its_pool(cluster):
+    """The nodes return Ready without the termination taint, and GKE's announcement stays: only the
+    maintenance itself, when it has passed, clears its labels (a run minding it must still see it)."""
+    pool = "spot-2"
+    cluster.preempt_spot(pool, downtime=120)
+    cluster.maintenance(pool, notice=240, duration=30, wait=False)
+
+    def nodes():
+        return [n for n in cluster.list("v1", "Node", None) if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool]
+
+    def ready(node):
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+    back = wait_for(lambda: (found := nodes()) and all(ready(n) for n in found) and found)
+    assert all("cloud.google.com/scheduled-maintenance-time" in n["metadata"]["labels"] for n in back)
+    assert not [t for n in back for t in n["spec"].get("taints") or () if t["key"] == "cloud.google.com/impending-node-termination"]
+    # The maintenance begins and passes on its own: the module's other tests get a clean pool.
+    wait_for(lambda: all("cloud.google.com/active-node-maintenance" in n["metadata"]["labels"] for n in nodes()))
+    wait_for(lambda: not any("maintenance" in label for n in nodes() for label in n["metadata"]["labels"]))

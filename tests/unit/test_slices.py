@@ -216,6 +216,15 @@ def test_start_now_labels_every_vm_of_each_idle_announced_slice_and_leaves_busy_
     )
 
 
+@pytest.mark.parametrize("policy", [MaintenanceWindow.WAIT, MaintenanceWindow.START_NOW])
+def test_maintenance_announced_only_on_busy_slices_is_said_and_nothing_waits(policy):
+    nodes = cluster_nodes()
+    announce(nodes, "v5e-0", HOUR)
+    ahead = maintenance_ahead(nodes, V5E_ONE, now=NOW, expected_duration=10 * HOUR, policy=policy, busy_pools={"v5e-0"})
+    assert ahead.clear and ahead.waiting_for == () and ahead.start_on == ()
+    assert ahead.summary(NOW) == "maintenance announced inside the run only on slices other workloads hold, left alone: v5e-0"
+
+
 def test_start_now_starts_nothing_when_busy_slices_cannot_be_told_apart():
     nodes = cluster_nodes()
     announce(nodes, "v5e-1", HOUR)

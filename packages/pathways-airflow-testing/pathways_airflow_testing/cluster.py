@@ -676,7 +676,7 @@ class LocalCluster:
             self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeShutdown", self.clock.timestamp()))
             started.set()
             await self.clock.sleep(downtime)
-            self._update_nodes(node_pool, lambda n: (_clear_maintenance(n), _set_ready(n, True, "KubeletReady", self.clock.timestamp())))
+            self._update_nodes(node_pool, lambda n: (_lift_spot_termination(n), _set_ready(n, True, "KubeletReady", self.clock.timestamp())))
 
         self.call(lambda: self._spawn(run()))
         if wait:
@@ -810,6 +810,14 @@ def _clear_maintenance(node: dict[str, Any]) -> None:
     labels.pop(SCHEDULED_MAINTENANCE_LABEL, None)
     labels.pop(PERFORM_MAINTENANCE_LABEL, None)
     node["spec"].pop("unschedulable", None)
+    node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
+
+
+def _lift_spot_termination(node: dict[str, Any]) -> None:
+    """A Spot VM back from preemption: its termination taint goes (unless a maintenance under way
+    holds it), while maintenance GKE announced for its pool stays announced."""
+    if ACTIVE_MAINTENANCE_LABEL in node["metadata"]["labels"]:
+        return
     node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
 
 

@@ -8,7 +8,9 @@ import time
 import pytest
 from kubernetes import client, config
 
+from pathways_airflow import well_known
 from pathways_airflow.spec import build_workload, render
+from pathways_airflow.state.slices import is_ready, is_terminating, is_under_maintenance, scheduled_maintenance
 from pathways_airflow.testing import LocalCluster, NodePool, tpu_pool
 
 from tests.support.waiting import wait_for
@@ -113,14 +115,11 @@ def test_a_spot_vm_back_from_preemption_keeps_the_maintenance_announced_for_its_
     cluster.maintenance(pool, notice=240, duration=30, wait=False)
 
     def nodes():
-        return [n for n in cluster.list("v1", "Node", None) if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool]
+        return [n for n in cluster.list("v1", "Node", None) if n["metadata"]["labels"][well_known.NODEPOOL] == pool]
 
-    def ready(node):
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
-
-    back = wait_for(lambda: (found := nodes()) and all(ready(n) for n in found) and found)
-    assert all("cloud.google.com/scheduled-maintenance-time" in n["metadata"]["labels"] for n in back)
-    assert not [t for n in back for t in n["spec"].get("taints") or () if t["key"] == "cloud.google.com/impending-node-termination"]
+    back = wait_for(lambda: (found := nodes()) and all(is_ready(n) for n in found) and found)
+    assert all(scheduled_maintenance(n) is not None for n in back)
+    assert not any(is_terminating(n) for n in back)
     # The maintenance begins and passes on its own: the module's other tests get a clean pool.
-    wait_for(lambda: all("cloud.google.com/active-node-maintenance" in n["metadata"]["labels"] for n in nodes()))
-    wait_for(lambda: not any("maintenance" in label for n in nodes() for label in n["metadata"]["labels"]))
+    wait_for(lambda: all(is_under_maintenance(n) for n in nodes()))
+    wait_for(lambda: not any(is_under_maintenance(n) or scheduled_maintenance(n) is not None for n in nodes()))

@@ -639,8 +639,7 @@ class LocalCluster:
             def begin(node: dict[str, Any]) -> None:
                 node["metadata"]["labels"][ACTIVE_MAINTENANCE_LABEL] = "ONGOING"
                 node["spec"]["unschedulable"] = True
-                taints = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
-                node["spec"]["taints"] = [*taints, {"key": IMPENDING_TERMINATION_TAINT, "value": "true", "effect": "NoSchedule"}]
+                _taint(node, IMPENDING_TERMINATION_TAINT, "true", "NoSchedule")
 
             self._update_nodes(node_pool, begin)
             await self._terminate_pods_on(node_pool, "TerminationByKubelet", grace=grace)
@@ -671,7 +670,7 @@ class LocalCluster:
         started = threading.Event()
 
         async def run() -> None:
-            self._update_nodes(node_pool, lambda n: n["spec"].__setitem__("taints", [*(n["spec"].get("taints") or []), {"key": IMPENDING_TERMINATION_TAINT, "value": "true", "effect": "NoSchedule"}]))
+            self._update_nodes(node_pool, lambda n: _taint(n, IMPENDING_TERMINATION_TAINT, "true", "NoSchedule"))
             await self._terminate_pods_on(node_pool, "TerminationByKubelet", grace=15.0)
             self._update_nodes(node_pool, lambda n: _set_ready(n, False, "NodeShutdown", self.clock.timestamp()))
             started.set()
@@ -695,11 +694,10 @@ class LocalCluster:
         def shut_down(node: dict[str, Any]) -> None:
             _set_ready(node, False, "NodeStatusUnknown", self.clock.timestamp())
             if out_of_service:
-                taints = [t for t in node["spec"].get("taints") or () if t["key"] != OUT_OF_SERVICE_TAINT]
-                node["spec"]["taints"] = [*taints, {"key": OUT_OF_SERVICE_TAINT, "value": "nodeshutdown", "effect": "NoExecute"}]
+                _taint(node, OUT_OF_SERVICE_TAINT, "nodeshutdown", "NoExecute")
 
         def back(node: dict[str, Any]) -> None:
-            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != OUT_OF_SERVICE_TAINT]
+            _untaint(node, OUT_OF_SERVICE_TAINT)
             _set_ready(node, True, "KubeletReady", self.clock.timestamp())
 
         async def run() -> None:
@@ -810,15 +808,24 @@ def _clear_maintenance(node: dict[str, Any]) -> None:
     labels.pop(SCHEDULED_MAINTENANCE_LABEL, None)
     labels.pop(PERFORM_MAINTENANCE_LABEL, None)
     node["spec"].pop("unschedulable", None)
-    node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
+    _untaint(node, IMPENDING_TERMINATION_TAINT)
 
 
 def _lift_spot_termination(node: dict[str, Any]) -> None:
     """A Spot VM back from preemption: its termination taint goes (unless a maintenance under way
     holds it), while maintenance GKE announced for its pool stays announced."""
-    if ACTIVE_MAINTENANCE_LABEL in node["metadata"]["labels"]:
-        return
-    node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != IMPENDING_TERMINATION_TAINT]
+    if ACTIVE_MAINTENANCE_LABEL not in node["metadata"]["labels"]:
+        _untaint(node, IMPENDING_TERMINATION_TAINT)
+
+
+def _taint(node: dict[str, Any], key: str, value: str, effect: str) -> None:
+    """Put taint ``key`` on the node, replacing one with the same key (a node holds a key once)."""
+    _untaint(node, key)
+    node["spec"]["taints"] = [*node["spec"]["taints"], {"key": key, "value": value, "effect": effect}]
+
+
+def _untaint(node: dict[str, Any], key: str) -> None:
+    node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != key]
 
 
 def _set_ready(node: dict[str, Any], ready: bool, reason: str, now: str) -> None:

@@ -491,17 +491,15 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
             resumed_from_step=checkpoint.step if checkpoint else None,
             now=time.time(), running_since=event.running_since or submission.started, earlier=submission.disruptions,
         )
-        submission = submission.with_disruptions(disruption)
-        self.log.warning(
-            "%s/%s ended by %s (%s); %d of %d disruptions used",
-            self.namespace, submission.name, disruption.kind, "; ".join(disruption.evidence[:3]),
-            submission.resubmissions, self.disruption_budget,
-        )
         attempt, identity = submission.attempt + 1, self.task_identity(context)
+        next_name = identity.workload_name(attempt, self.name_prefix)
+        submission = outcome.with_disruption_resubmitted(submission, disruption, next_name, self.disruption_budget)
         exhausted = outcome.over_budget(submission, self.disruption_budget)
+        self.log.warning("%s/%s ended by %s (%s); %d of %d disruptions used", self.namespace, submission.name, disruption.kind,
+                         "; ".join(disruption.evidence[:3]), submission.resubmissions, self.disruption_budget)
         if not exhausted:  # recorded before the old workload goes: a worker that dies in between leaves
             # the next try the attempt to submit, the checkpoint to resume from, and this disruption
-            self._remember(context, submission.next_attempt(identity.workload_name(attempt, self.name_prefix)))
+            self._remember(context, submission.next_attempt(next_name))
         delete_making_room(self.hook, workload_resource(self.backend), self.namespace, submission.name)
         self.released(workload_resource(self.backend), self.namespace, submission.name)
         submission = submission.deleted(time.time())

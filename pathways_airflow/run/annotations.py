@@ -14,7 +14,10 @@ why are usually gone. So the triggers write what they saw onto the workload, in 
   ones it did not see; one made between two looks is recorded too;
 * :data:`PHASES_ANNOTATION`, the phases the waits saw and when, written at each new phase, so a
   re-created trigger and a retry that re-attaches or reuses the workload count its chip time and
-  goodput from its submission, not from the moment they arrived.
+  goodput from its submission, not from the moment they arrived;
+* :data:`RESUMED_FROM_ANNOTATION`, the step a resubmission's program said it restored, written
+  once, so a re-created trigger does not read it again from a later head (after a Kueue eviction
+  the re-admitted head restores a newer step, which is not where the resubmission resumed).
 
 :func:`verdict_after_the_fact` reads them, then what the cluster still shows, in one order.
 "No evidence" never reads as "the user's bug", and never as "resubmit" when the workload's own
@@ -56,6 +59,9 @@ RESTART_EVIDENCE_CHARS = 200
 
 PHASES_ANNOTATION = f"{LABEL_PREFIX}/phases"
 """A JSON list of the phases seen (``PhaseSeen.to_dict``; times on the waits' clock, as goodput's)."""
+
+RESUMED_FROM_ANNOTATION = f"{LABEL_PREFIX}/resumed-from"
+"""The step the workload's first program said it restored (``-1``: none; :mod:`~pathways_airflow.run.progress`)."""
 
 MAX_EVIDENCE = 3
 MAX_EVIDENCE_CHARS = 300
@@ -217,3 +223,14 @@ def phases_written(workload: Mapping[str, Any] | None) -> tuple[PhaseSeen, ...]:
     except ValueError:
         return ()
     return tuple(PhaseSeen.from_dict(d) for d in data if isinstance(d, dict)) if isinstance(data, list) else ()
+
+
+def resumed_from_annotation(step: int) -> dict[str, str]:
+    """The annotation holding the step the program said it restored."""
+    return {RESUMED_FROM_ANNOTATION: str(step)}
+
+
+def resumed_from_written(workload: Mapping[str, Any] | None) -> int | None:
+    """The step an earlier wait read that the program restored (``None``: none read, or unreadable)."""
+    text = (((workload or {}).get("metadata") or {}).get("annotations") or {}).get(RESUMED_FROM_ANNOTATION)
+    return int(text) if isinstance(text, str) and text.lstrip("-").isdigit() else None

@@ -132,6 +132,15 @@ def disruption_of(
     )
 
 
+def with_disruption_resubmitted(submission: Submission, disruption: Disruption, next_name: str, max_disruptions: int) -> Submission:
+    """The record with ``disruption`` and the workload ``next_name`` to be submitted in its stead,
+    unless it spends the budget (then none is): only that workload's program can later say where
+    the resubmission resumed (:func:`with_resume_logged`)."""
+    if not over_budget(submission.with_disruptions(disruption), max_disruptions):
+        disruption = replace(disruption, resubmitted_as=next_name)
+    return submission.with_disruptions(disruption)
+
+
 def with_resume_logged(submission: Submission, step: int | None) -> Submission:
     """The record once the program of the run after the last resubmission said where it resumed
     (:func:`~pathways_airflow.run.progress.step_resumed_from`; ``None``: it has not said).
@@ -140,11 +149,16 @@ def with_resume_logged(submission: Submission, step: int | None) -> Submission:
     restored a newer one (multi-tier checkpointing keeps local and peer copies) or an older one,
     and what it recomputed is what it logged. The time lost scales with the steps at the pace
     the record was costed at; a record that had no step to cost keeps its time.
+
+    Only the workload submitted in the record's stead speaks for it: after that one failed and a
+    later try submitted the next attempt, what the newest program restored is not that record's.
     """
     last = next((i for i in range(len(submission.disruptions) - 1, -1, -1) if submission.disruptions[i].resubmitted), None)
     if step is None or last is None or submission.disruptions[last].resume_source == PROGRAM_LOG:
         return submission
     old = submission.disruptions[last]
+    if old.resubmitted_as is not None and old.resubmitted_as != submission.name:
+        return submission
     resumed = None if step == FROM_SCRATCH else step
     # The run got at least as far as the step it saved: its head's log was read as the disruption
     # began, and it may have gone on through its grace period.

@@ -49,6 +49,9 @@ class Disruption:
     steps_recomputed: int | None = None
     seconds_lost: float = 0.0
     resume_source: str = NEWEST_COMMITTED
+    resubmitted_as: str | None = None
+    """The workload submitted in its stead: only that workload's program can say where it resumed
+    (a later try may submit another after this one fails; ``None`` in records from before it was kept)."""
 
     @property
     def resubmitted(self) -> bool:
@@ -75,6 +78,7 @@ class Disruption:
             "steps_recomputed": self.steps_recomputed,
             "seconds_lost": self.seconds_lost,
             **({"resume_source": self.resume_source} if self.resume_source != NEWEST_COMMITTED else {}),
+            **({"resubmitted_as": self.resubmitted_as} if self.resubmitted_as else {}),
         }
 
     @classmethod
@@ -92,6 +96,7 @@ class Disruption:
             steps_recomputed=data.get("steps_recomputed"),
             seconds_lost=float(data.get("seconds_lost") or 0.0),
             resume_source=str(data.get("resume_source") or NEWEST_COMMITTED),
+            resubmitted_as=data.get("resubmitted_as"),
         )
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pathways_airflow.run.annotations import (
     RECOVERED_ANNOTATION, disruption_seen, disruption_seen_annotation, disruption_seen_at, ended_by_annotation, phases_annotation,
-    phases_written, restarts_annotation, restarts_written,
+    phases_written, restarts_annotation, restarts_written, resumed_from_annotation, resumed_from_written,
 )
 from pathways_airflow.run.messages import still_waiting_line, transition_line
 from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
@@ -138,14 +138,26 @@ def resume_log_to_read(memory: WaitMemory, observation: Observation, now: float)
     resubmission, once its head has started, until the program said it (every
     :data:`RESUME_READ_EVERY_SECONDS`). The provider's record of the resubmission names the newest
     committed checkpoint on GCS; the program may have restored another (multi-tier checkpointing,
-    ``resume="program"``), and only its log tells."""
+    ``resume="program"``), and only its log tells.
+
+    Only the first run's head says it: after the JobSet restarted in place, its program restores
+    the newest step again, and so does the head of a re-admission an earlier wait already read
+    before it (its reading is on the workload: :func:`resume_known`)."""
     if not memory.reads_resume or memory.resumed_from is not None or now < memory.next_resume_read:
+        return None
+    if current_attempt(observation) != 0 or resumed_from_written(top_of(observation)) is not None:
         return None
     head = head_pod(observation)
     main = main_container_status(head)
     if head is None or main is None or not {"running", "terminated"} & set(main.get("state") or {}):
         return None
     return head["metadata"]["name"], str(main["name"])
+
+
+def resume_known(memory: WaitMemory, read: Readings, written: int | None) -> int | None:
+    """The step the program said it restored: as this wait read it, else as an earlier wait wrote it."""
+    said = memory.resumed_from if read.resume_log is None else step_resumed_from(read.resume_log)
+    return written if said is None else said
 
 
 def failure_to_read(memory: WaitMemory, observation: Observation) -> tuple[str, str, int] | None:
@@ -354,6 +366,8 @@ def remembered(
     lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if placement not in memory.where_recorded else None
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
+    written_resume = resumed_from_written(top)
+    resumed_from = resume_known(memory, read, written_resume)
     phases = phases_with(known, state, now)
     annotations = {
         **(where or {}),
@@ -362,6 +376,7 @@ def remembered(
         **(restarts_annotation((*restarts, *new)) if new else {}),
         **(restarts_annotation(recovered, RECOVERED_ANNOTATION) if len(recovered) > len(known_recovered) else {}),
         **(ended_by_annotation(read.verdict.verdict.value, read.verdict.evidence) if read.verdict else {}),
+        **(resumed_from_annotation(resumed_from) if resumed_from is not None and written_resume is None else {}),
     }
     carried = ((top or {}).get("metadata") or {}).get("annotations") or {}
     missing, due = _children_missing(observation, state), creation_check_due(memory, observation, state, now)
@@ -386,7 +401,7 @@ def remembered(
         recovering=recovering,
         recovered=recovered,
         failures_ridden_out=failures_ridden_out(memory, observation, state),
-        resumed_from=memory.resumed_from if read.resume_log is None else step_resumed_from(read.resume_log),
+        resumed_from=resumed_from,
         next_resume_read=now + RESUME_READ_EVERY_SECONDS if read.resume_log is not None else memory.next_resume_read,
     )
     return remembers, {k: v for k, v in annotations.items() if carried.get(k) != v} if memory.writes else {}

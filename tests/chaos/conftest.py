@@ -41,7 +41,7 @@ def chaos_seeds(config: pytest.Config) -> list[int]:
     return chosen + [seed for seed in REGRESSION_SEEDS if seed not in chosen] if default_run else chosen
 
 
-REGRESSION_SEEDS: tuple[int, ...] = (91003, 91052, 91064, 91137, 78028, 91042, 320090, 960112, 960335, 960099, 970367, 970085, 990043)
+REGRESSION_SEEDS: tuple[int, ...] = (91003, 91052, 91064, 91137, 78028, 91042, 320090, 960112, 960335, 960099, 970367, 970085, 990043, 1040074, 1040129)
 """Seeds from ranges CI does not run that once broke an invariant, each fixed since: a user's bug
 resubmitted after a re-created trigger found its head pod gone (91003, 91064), after it struck
 while no trigger watched and only the JobSet's condition said so (91052, 91137), or after the
@@ -55,7 +55,9 @@ resubmission after a disruption its crashed try could not make waited out mainte
 while others were free (960099); a success whose first look came after the end, a loss ridden out
 before it that no look saw (970367); with the provider's retries paced in cluster time, a call that
 gave up after 80 s inside an API outage of 5 minutes: the resubmission after a disruption failed
-the task and left its workload (970085), and a kill's delete left the workload running (990043)."""
+the task and left its workload (970085), and a kill's delete left the workload running (990043);
+where a resubmission resumed read from a later workload's program: one a later try submitted after
+it failed (1040074), and the head of a Kueue re-admission after a triggerer restart (1040129)."""
 
 
 KNOWN_VIOLATIONS: dict[int, str] = {

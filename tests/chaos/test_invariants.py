@@ -195,7 +195,7 @@ def test_a_slice_loss_ridden_out_counts_against_no_budget():
 # --- maintenance announced before the task ---------------------------------------------------------
 
 POOLS = ("tpu-a", "tpu-b")
-NODES = ("tpu-a-0", "tpu-a-1", "tpu-b-0", "tpu-b-1")
+NODES = {"tpu-a": ("tpu-a-0", "tpu-a-1"), "tpu-b": ("tpu-b-0", "tpu-b-1")}
 ANNOUNCED = {"tpu-a": "announced", "tpu-b": "announced"}
 CLEAN = {"tpu-a": "clean", "tpu-b": "clean"}
 
@@ -205,7 +205,8 @@ def minded(policy: str, samples, /, **record) -> Observations:
     done = {
         "policy": policy,
         "announced": {p: 864000.0 for p in POOLS},
-        "started_on": list(NODES) if policy == "start_now" else [],
+        "since": T,
+        "started_on": [n for p in POOLS for n in NODES[p]] if policy == "start_now" else [],
         "waited_for": [] if policy == "ignore" else list(POOLS),
     }
     return replace(
@@ -250,8 +251,25 @@ def test_wait_that_started_the_maintenance_is_caught():
 
 
 def test_start_now_that_left_a_node_alone_or_waited_for_too_little_is_caught():
-    assert any("started the maintenance of" in v for v in announced_maintenance_minded(minded("start_now", STARTED_THEN_SUBMITTED, started_on=list(NODES[:2]))))
+    assert any("started the maintenance of" in v for v in announced_maintenance_minded(minded("start_now", STARTED_THEN_SUBMITTED, started_on=list(NODES["tpu-a"]))))
     assert any("not for every announced slice" in v for v in announced_maintenance_minded(minded("start_now", STARTED_THEN_SUBMITTED, waited_for=["tpu-a"])))
+
+
+def test_a_maintenance_that_passed_before_the_task_first_looked_needs_no_minding():
+    """Chaos 1040129: maintenance in 60 s for 60 s (2 s real) on tpu-b had come and gone when the
+    task first looked; nothing was announced to it, and there was nothing to wait for or start."""
+    passed = ((T - 2, False, {"tpu-a": "announced", "tpu-b": "clean"}), (T + 1, False, {"tpu-a": "under", "tpu-b": "clean"}),
+              (T + 3, False, CLEAN), (T + 4, True, CLEAN))
+    for policy in ("wait", "start_now"):
+        looked = minded(policy, passed, announced={"tpu-a": 60.0}, waited_for=["tpu-a"],
+                        started_on=list(NODES["tpu-a"]) if policy == "start_now" else [])
+        assert announced_maintenance_minded(looked) == [], policy
+    # Passed only after the task looked: it had to be minded.
+    late = minded("wait", ((T, False, ANNOUNCED), (T + 1, False, {"tpu-a": "under", "tpu-b": "clean"}), (T + 3, False, CLEAN), (T + 4, True, CLEAN)),
+                  waited_for=["tpu-a"])
+    assert any("not for every announced slice ['tpu-a', 'tpu-b']" in v for v in announced_maintenance_minded(late))
+    started_too_few = minded("start_now", passed, announced={"tpu-a": 60.0}, waited_for=["tpu-a"], started_on=[])
+    assert any("started the maintenance of no node" in v for v in announced_maintenance_minded(started_too_few))
 
 
 def test_a_result_that_misstates_the_maintenance_is_caught():

@@ -181,6 +181,22 @@ def test_a_program_that_restored_nothing_recomputed_every_step_and_a_silent_log_
     assert with_resume_logged(alone, 26) is alone
 
 
+def test_a_later_try_s_workload_does_not_speak_for_a_resubmission_it_did_not_make():
+    """Chaos 1040074: maintenance ended t-a0 and the task submitted t-a1 in its stead; t-a1 failed,
+    and a later try submitted t-a2, whose program restored step 37. That is not where t-a1 resumed."""
+    from dataclasses import replace
+
+    from pathways_airflow.run.outcome import with_resume_logged
+
+    record = _resubmitted()
+    named = replace(record, disruptions=(record.disruptions[0], replace(record.disruptions[-1], resubmitted_as="t-a1")))
+    assert Disruption.from_dict(named.disruptions[-1].to_dict()).resubmitted_as == "t-a1"
+    later_try = replace(named, name="t-a2", attempt=2)
+    assert with_resume_logged(later_try, 37) is later_try
+    own = with_resume_logged(named, 26).disruptions[-1]
+    assert (own.resumed_from_step, own.resume_source, own.resubmitted_as) == (26, "program_log", "t-a1")
+
+
 def test_a_record_written_before_the_resume_source_existed_reads_as_the_newest_committed_step():
     old = {k: v for k, v in _resubmitted().disruptions[-1].to_dict().items() if k != "resume_source"}
     assert Disruption.from_dict(old).resume_source == "newest_committed"

@@ -370,6 +370,31 @@ def test_a_run_after_a_resubmission_reads_where_its_program_resumed_until_it_say
     assert resume_log_to_read(WaitMemory.starting(None, T0, reads_resume=True), queued, T0) is None
 
 
+def test_where_the_program_resumed_is_written_once_and_a_re_created_wait_never_reads_a_later_head():
+    """Chaos 1040129: a triggerer restart after the first wait read "restored step 3"; a Kueue
+    eviction later re-admitted the run, whose new head restored step 18. The re-created wait read
+    that as where the resubmission resumed; step 18's commit was younger than the resubmission."""
+    from pathways_airflow.run.annotations import RESUMED_FROM_ANNOTATION
+    from pathways_airflow.run.wait_memory import resume_log_to_read
+
+    observation, state = look("running_two_slices")
+    _, notes = remembered(WaitMemory.starting(None, T0, reads_resume=True), observation, state, T0,
+                          Readings(resume_log=["restoring from this run's directory step 3"]))
+    assert notes[RESUMED_FROM_ANNOTATION] == "3"
+    top = copy.deepcopy(observation.pathwaysjob)
+    top["metadata"].setdefault("annotations", {})[RESUMED_FROM_ANNOTATION] = "3"
+    written = replace(observation, pathwaysjob=top)
+    again = WaitMemory.starting(None, T0 + 60, reads_resume=True)  # the re-created wait
+    assert resume_log_to_read(again, written, T0 + 60) is None
+    again, notes = remembered(again, written, state, T0 + 60)
+    assert again.resumed_from == 3 and RESUMED_FROM_ANNOTATION not in notes
+    # Nor does a wait that never read it read the head of an in-place restart: it restores anew.
+    jobset = copy.deepcopy(observation.jobset)
+    jobset["status"]["restarts"] = 1
+    restarted = replace(observation, jobset=jobset)
+    assert resume_log_to_read(WaitMemory.starting(None, T0, reads_resume=True), restarted, T0) is None
+
+
 def test_the_trigger_of_a_resubmitted_run_keeps_asking_for_the_resume_step_after_a_triggerer_restart():
     trigger = PathwaysJobTrigger(name="t-a1", namespace="default", backend="pathwaysjob", target={}, reads_resume=True)
     _, kwargs = trigger.serialize()

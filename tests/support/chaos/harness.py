@@ -114,7 +114,7 @@ class Scenario:
         self.live_samples: list[tuple[float, dict[str, list[str]]]] = []
         self.running_samples: list[tuple[float, list[str]]] = []
         self.pool_samples: list[tuple[float, bool, dict[str, str]]] = []
-        self.announced_nodes: tuple[str, ...] = ()
+        self.announced_nodes: dict[str, tuple[str, ...]] = {}
         self.attempts_seen: dict[str, int] = {}
         self.kill_requested = False
         self.killed = False
@@ -525,7 +525,7 @@ class Scenario:
                 raise RuntimeError(f"the announcement did not reach the nodes: {self._maintenance_states(announced.pools)}")
             time.sleep(0.05)
         nodes = self._nodes_by_pool()
-        self.announced_nodes = tuple(sorted(n["metadata"]["name"] for p in announced.pools for n in nodes[p]))
+        self.announced_nodes = {p: tuple(sorted(n["metadata"]["name"] for n in nodes[p])) for p in announced.pools}
         self.fired.append(f"announced maintenance on {', '.join(announced.pools)} ({announced.policy})")
 
     def _end_announced_maintenance(self) -> None:

@@ -51,8 +51,8 @@ class Observations:
     """The task's ``maintenance_window`` when maintenance was announced before it started, else ``None``."""
     announced_pools: Sequence[str] = ()
     """The slices (node pools) maintenance was announced on before the task started."""
-    announced_nodes: Sequence[str] = ()
-    """Their nodes."""
+    announced_nodes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Their nodes, by pool."""
     pool_samples: Sequence[tuple[float, bool, Mapping[str, str]]] = ()
     """(real time, whether any workload of the task existed, {announced pool: ``announced`` |
     ``started`` | ``under`` | ``clean``}) as sampled, the pools read after the workloads."""
@@ -228,20 +228,29 @@ def _maintenance_record_problems(obs: Observations, policy: str, record: Mapping
     found = []
     if record.get("policy") != policy:
         found.append(f"the result's maintenance policy is {record.get('policy')!r}, the task's {policy!r}")
+    # A near maintenance may have passed by itself before the task first looked (``since``): then
+    # there was nothing to start or wait for on that slice.
+    pending = [p for p in obs.announced_pools if not _clean_by(obs, p, record.get("since"))]
     announced = set(record.get("announced") or ())
     # With ``wait`` a near maintenance may have begun by itself before the task first looked: then it
     # is one under way, waited for but not listed as announced.
-    if announced != set(obs.announced_pools) and not (policy == "wait" and announced < set(obs.announced_pools)):
+    if not announced <= set(obs.announced_pools) or (policy != "wait" and announced != set(pending)):
         found.append(f"the result's maintenance announced {sorted(announced)}, it was on {sorted(obs.announced_pools)}")
     started = sorted(record.get("started_on") or ())
-    if started != (sorted(obs.announced_nodes) if policy == "start_now" else []):
+    if started != (sorted(n for p in pending for n in obs.announced_nodes.get(p, ())) if policy == "start_now" else []):
         found.append(f"maintenance_window={policy!r} started the maintenance of {started or 'no node'}")
     waited = set(record.get("waited_for") or ())
     if policy == "ignore" and waited:
         found.append(f"maintenance_window='ignore' waited for {sorted(waited)}")
-    if policy != "ignore" and not set(obs.announced_pools) <= waited:
-        found.append(f"maintenance_window={policy!r} waited for {sorted(waited)}, not for every announced slice {sorted(obs.announced_pools)}")
+    if policy != "ignore" and not set(pending) <= waited:
+        found.append(f"maintenance_window={policy!r} waited for {sorted(waited)}, not for every announced slice {sorted(pending)}")
     return found
+
+
+def _clean_by(obs: Observations, pool: str, since: Any) -> bool:
+    """``pool``'s maintenance had passed when the task first looked at ``since`` (the sampler starts
+    after the announcement, so a clean sample means it came and went)."""
+    return isinstance(since, (int, float)) and any(when <= since and pools.get(pool) == "clean" for when, _, pools in obs.pool_samples)
 
 
 CHECKERS: tuple[Callable[[Observations], list[str]], ...] = (

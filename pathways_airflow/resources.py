@@ -8,6 +8,7 @@ core reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 
@@ -22,9 +23,10 @@ class Resource:
     """How a DELETE of one hands its dependents over: foreground, so the owner stays (marked) until
     its pods are gone, unless its controller would bring a dependent back (:data:`PATHWAYSJOB`)."""
 
-    def delete_body(self, propagation: str | None = None) -> dict[str, str]:
-        """A DELETE's body: ``propagation``, or by default this resource's :attr:`propagation`."""
-        return {"propagationPolicy": propagation or self.propagation}
+    def delete_body(self, propagation: str | None = None, uid: str | None = None) -> dict[str, Any]:
+        """A DELETE's body: ``propagation``, or by default this resource's :attr:`propagation`;
+        with ``uid``, only the object of that uid (``preconditions``: apimachinery ``DeleteOptions``)."""
+        return {"propagationPolicy": propagation or self.propagation, **({"preconditions": {"uid": uid}} if uid else {})}
 
     @property
     def api_version(self) -> str:

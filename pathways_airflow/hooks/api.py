@@ -145,10 +145,12 @@ def log_query(container: str, lines: int, max_bytes: int, previous: bool = False
     return {"container": container, "tailLines": lines, "limitBytes": max_bytes, "previous": previous or None}
 
 
-def absent(error: BaseException, answer: Any = None) -> Any:
+def absent(error: BaseException, answer: Any = None, *, uid: str | None = None) -> Any:
     """``answer`` when ``error`` is the API's 404 (the object is not there: an answer, not a
-    failure); any other error is raised again. Called from an ``except`` block of either hook."""
-    if status_of(error) == 404:
+    failure), or, for a request made on the object of ``uid`` only, its 409 (a precondition
+    failed: that object is gone and another holds its name); any other error is raised again.
+    Called from an ``except`` block of either hook."""
+    if status_of(error) == 404 or (uid is not None and status_of(error) == 409):
         return answer
     raise error
 

@@ -196,14 +196,16 @@ class PathwaysHook(_ClusterHook):
         return self.request("POST", resource.path(namespace), body=dict(manifest))
 
     def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None, attempts: int | None = None
+        self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None, attempts: int | None = None,
+        uid: str | None = None,
     ) -> bool:
-        """Delete with dependents (by default as :attr:`Resource.propagation` says); ``False`` if it was gone."""
+        """Delete with dependents (by default as :attr:`Resource.propagation` says); ``False`` if it
+        was gone. With ``uid``, only that object: not one re-created under its name since it was read."""
         try:
-            self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation), attempts=attempts)
+            self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation, uid), attempts=attempts)
             return True
         except Exception as error:
-            return absent(error, False)
+            return absent(error, False, uid=uid)
 
     def create_or_adopt(self, manifest: Mapping[str, Any], task_key: str) -> Adoption:
         """Create the workload; if one with its name exists and is ours, adopt it instead.
@@ -483,12 +485,12 @@ class AsyncPathwaysHook(_ClusterHook):
             return absent(error, False)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None,
-                     attempts: int | None = None) -> bool:
+                     attempts: int | None = None, uid: str | None = None) -> bool:
         try:
-            await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation), attempts=attempts)
+            await self.request("DELETE", object_path(resource, namespace, name), body=resource.delete_body(propagation, uid), attempts=attempts)
             return True
         except Exception as error:
-            return absent(error, False)
+            return absent(error, False, uid=uid)
 
     async def watch(
         self,

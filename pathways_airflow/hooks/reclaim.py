@@ -28,9 +28,12 @@ collector's work is done here :data:`~pathways_airflow.state.reclaim.COLLECTOR_M
 after the delete, so this bounds only an API that keeps failing the looks and deletes."""
 
 
-def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str]]:
-    """Top down: nothing deleted here is re-created by a controller of something still above it."""
-    return [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
+def _chain_order(leftovers: Leftovers) -> list[tuple[Resource, str, str | None]]:
+    """Top down: nothing deleted here is re-created by a controller of something still above it.
+    Each with the uid it was seen with: a JobSet's restart re-creates its Jobs under their names,
+    and a DELETE by name alone after the look would take the next attempt's (:attr:`Leftovers.uids`)."""
+    chain = [(JOBSET, n) for n in leftovers.jobsets] + [(JOB, n) for n in leftovers.jobs] + [(POD, n) for n in leftovers.pods]
+    return [(resource, name, leftovers.uids.get(name)) for resource, name in chain]
 
 
 def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *, attempts: int | None = None) -> Leftovers:
@@ -40,8 +43,8 @@ def reclaim(hook: PathwaysHook, namespace: str, workload: str, waited: float, *,
     jobs = hook.list(JOB, namespace, label_selector=selector, attempts=attempts)
     pods = hook.list(POD, namespace, label_selector=selector, attempts=attempts)
     leftovers = left_behind([jobset] if jobset else [], jobs, pods, waited)
-    for resource, name in _chain_order(leftovers):
-        hook.delete(resource, namespace, name, propagation="Background", attempts=attempts)
+    for resource, name, uid in _chain_order(leftovers):
+        hook.delete(resource, namespace, name, propagation="Background", attempts=attempts, uid=uid)
     if leftovers.to_delete:
         log.warning(reclaimed_line(namespace, workload, leftovers, waited))
     return leftovers
@@ -63,8 +66,8 @@ async def reclaim_async(hook: AsyncPathwaysHook, namespace: str, workload: str, 
 async def delete_left_behind(hook: AsyncPathwaysHook, namespace: str, leftovers: Leftovers, *, attempts: int | None = None) -> None:
     """Delete what the collector left, top down, in the background (a Job already waiting on its
     foreground deletion then goes at once: :func:`~pathways_airflow.state.reclaim.restart_held_up`)."""
-    for resource, name in _chain_order(leftovers):
-        await hook.delete(resource, namespace, name, propagation="Background", attempts=attempts)
+    for resource, name, uid in _chain_order(leftovers):
+        await hook.delete(resource, namespace, name, propagation="Background", attempts=attempts, uid=uid)
 
 
 def wait_reclaimed(hook: PathwaysHook, namespace: str, workload: str, *, timeout: float, until_gone: bool = True) -> Leftovers:

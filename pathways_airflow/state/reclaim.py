@@ -18,7 +18,7 @@ while its containers still run on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pathways_airflow.spec.tpu import pod_spec_chips
@@ -50,6 +50,10 @@ def _unmarked(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(o["metadata"]["name"] for o in objects if not o["metadata"].get("deletionTimestamp"))
 
 
+def _uids(*groups: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {o["metadata"]["name"]: o["metadata"]["uid"] for group in groups for o in group if o["metadata"].get("uid")}
+
+
 @dataclass(frozen=True)
 class Leftovers:
     """One look at a deleted workload's chain: what still holds TPUs, and what to delete now."""
@@ -63,6 +67,9 @@ class Leftovers:
     pods: tuple[str, ...] = ()
     chips: int = 0
     """The chips :attr:`pods` hold on their nodes: what deleting them directly gives back."""
+    uids: Mapping[str, str] = field(default_factory=dict)
+    """The uid each object to delete was seen with, by name: its DELETE names it as a precondition,
+    so an object re-created under that name since the look is left alone."""
 
     @property
     def gone(self) -> bool:
@@ -94,7 +101,7 @@ def left_behind(
     if not unmarked or waited < COLLECTOR_MARGIN_SECONDS:
         return Leftovers(len(holding), len(unmarked))
     chips = sum(pod_chips(p) for p in unmarked if holds_tpus(p))
-    return Leftovers(len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), chips)
+    return Leftovers(len(holding), len(unmarked), _unmarked(jobsets), _unmarked(jobs), _unmarked(unmarked), chips, _uids(jobsets, jobs, unmarked))
 
 
 FOREGROUND_DELETION = "foregroundDeletion"
@@ -128,7 +135,7 @@ def restart_held_up(jobs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[st
     if not unmarked or waited < COLLECTOR_MARGIN_SECONDS:
         return Leftovers(len(theirs), len(unmarked))
     chips = sum(pod_chips(p) for p in unmarked if holds_tpus(p))
-    return Leftovers(len(theirs), len(unmarked), (), tuple(j["metadata"]["name"] for j in held), _unmarked(unmarked), chips)
+    return Leftovers(len(theirs), len(unmarked), (), tuple(j["metadata"]["name"] for j in held), _unmarked(unmarked), chips, _uids(held, unmarked))
 
 
 def reclaimed_line(namespace: str, workload: str, leftovers: Leftovers, waited: float, *, restart: bool = False) -> str:

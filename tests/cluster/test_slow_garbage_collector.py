@@ -20,7 +20,8 @@ from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, Pa
 from pathways_airflow.operators import DeletePathwaysJobOperator
 from pathways_airflow.resources import JOB, JOBSET, PATHWAYSJOB, POD
 from pathways_airflow.spec import build_workload, render
-from pathways_airflow.state.reclaim import COLLECTOR_MARGIN_SECONDS
+from pathways_airflow.hooks.reclaim import delete_left_behind
+from pathways_airflow.state.reclaim import COLLECTOR_MARGIN_SECONDS, Leftovers
 from pathways_airflow.triggers.deletion import deletes_in_progress
 from pathways_airflow.triggers.workload import PathwaysJobTrigger
 from pathways_airflow.well_known import jobset_selector
@@ -165,6 +166,7 @@ def test_a_jobsets_restart_in_place_does_not_wait_for_a_late_collector(late_coll
     hook = running_training(name, "jobset")
     trigger = PathwaysJobTrigger(name=name, namespace="default", backend="jobset", target=ClusterTarget().to_dict(), recheck_seconds=1)
     timings: dict[str, float] = {}
+    first_jobs: dict[str, str] = {}  # the last attempt's Jobs, by name: their uids
 
     def of_attempt(attempt: str) -> list[dict]:
         return [p for p in running_pods(hook, name) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == attempt]
@@ -173,6 +175,7 @@ def test_a_jobsets_restart_in_place_does_not_wait_for_a_late_collector(late_coll
         nodes = {n["metadata"]["name"]: n for n in cluster.list("v1", "Node")}
         worker = next(p for p in running_pods(hook, name) if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "worker")
         started = time.monotonic()
+        first_jobs.update({j["metadata"]["name"]: j["metadata"]["uid"] for j in hook.list(JOB, "default", label_selector=jobset_selector(name))})
         cluster.maintenance(nodes[worker["spec"]["nodeName"]]["metadata"]["labels"]["cloud.google.com/gke-nodepool"], duration=600)
         wait_for(lambda: (hook.get(JOBSET, "default", name) or {}).get("status", {}).get("restarts") == 1, timeout=30, what="the JobSet restarting")
         wait_for(lambda: len(of_attempt("1")) == 3, timeout=LATE_AFTER * 4 + 30, what="the next attempt's head and workers running")
@@ -180,6 +183,17 @@ def test_a_jobsets_restart_in_place_does_not_wait_for_a_late_collector(late_coll
 
     with pytest.raises(TimeoutError):  # the training runs on: the wait has nothing to report
         first_event(trigger, timeout=1, during=maintenance_then_restarted, during_after=0.2)
+    # The next attempt's Jobs carry the last attempt's names. A delete from a look made before they
+    # were re-created (chaos 1040388: a failed delete tried again at the next look) names the uids
+    # it saw, and takes nothing of the next attempt: its workers run on, its head is not failed.
+    assert first_jobs
+    now = {j["metadata"]["name"]: j["metadata"]["uid"] for j in hook.list(JOB, "default", label_selector=jobset_selector(name))}
+    assert set(now) == set(first_jobs) and not set(now.values()) & set(first_jobs.values())
+    stale = Leftovers(0, 0, jobs=tuple(first_jobs), uids=first_jobs)
+    asyncio.run(delete_left_behind(AsyncPathwaysHook(), "default", stale))
+    time.sleep(0.5)
+    assert {j["metadata"]["name"]: j["metadata"]["uid"] for j in hook.list(JOB, "default", label_selector=jobset_selector(name))} == now
+    assert len(of_attempt("1")) == 3
     hook.delete(JOBSET, "default", name, propagation="Background")
     said = [line for line in capsys.readouterr().out.splitlines() if "its JobSet's restart waited on the garbage collector" in line]
     assert len(said) == 1 and "the last attempt's 2 Jobs and 3 pods" in said[0], said

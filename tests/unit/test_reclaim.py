@@ -116,6 +116,9 @@ def test_a_restart_held_up_by_a_late_collector_has_its_jobs_deleted_again_and_ev
     assert late.jobs == tuple(j["metadata"]["name"] for j in jobs) and not late.jobsets
     assert sorted(late.pods) == sorted(p["metadata"]["name"] for p in PODS), "ended pods hold the Jobs too"
     assert late.chips == 0, "the ended workers' chips are already free; the head has none"
+    # Each named with the uid it was seen with: the next attempt's Jobs come back under these names.
+    assert {n: late.uids[n] for n in late.jobs} == {j["metadata"]["name"]: j["metadata"]["uid"] for j in jobs}
+    assert all(late.uids[p] for p in late.pods)
     line = reclaimed_line("default", "steady", late, 12.0, restart=True)
     assert line.startswith("default/steady: its JobSet's restart waited on the garbage collector") and "3 Jobs and 5 pods 12 s" in line
 
@@ -129,3 +132,11 @@ def test_a_restart_the_collector_is_working_on_or_not_held_up_at_all_is_left_alo
     for not_held in (unmarked_jobs, background, []):
         found = restart_held_up(not_held, pods, 3600)
         assert not found.to_delete and found.holding == 0, not_held
+
+
+def test_a_delete_of_an_object_seen_with_a_uid_names_that_uid_as_its_precondition():
+    """apimachinery's DeleteOptions.preconditions: the API server answers 409 if the name now holds another object."""
+    from pathways_airflow.resources import JOB
+
+    assert JOB.delete_body("Background", "0b5e-uid") == {"propagationPolicy": "Background", "preconditions": {"uid": "0b5e-uid"}}
+    assert JOB.delete_body() == {"propagationPolicy": "Foreground"}

@@ -25,7 +25,7 @@ from pathways_airflow.state import creation, reclaim
 from pathways_airflow.state.disruption import Classification, Verdict, failures_key, pod_disruption, slice_losses_counted, worker_jobs_now
 from pathways_airflow.state.model import Observation, Phase, WorkloadState
 from pathways_airflow.state.queue import CHECK_EVERY_SECONDS, QueuePlace, local_queue_of
-from pathways_airflow.state.ran_on import where_workers_run
+from pathways_airflow.state.ran_on import where_workers_run, with_where_they_ran_before
 from pathways_airflow.state.status import admitted_at
 from pathways_airflow.state.workload_parts import (
     as_int, current_attempt, elastic_slices, failed_container, head_pod, host_of, is_running_and_ready,
@@ -365,6 +365,8 @@ def remembered(
     placement = (attempt, len(recovered), admitted_at(observation.kueue_workload))
     lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if placement not in memory.where_recorded else None
+    if not elastic_slices(observation):  # a loss it cannot ride out: the lost nodes still vouch for the failure to come
+        where = with_where_they_ran_before(where, top, attempt, admitted_at(observation.kueue_workload))
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
     written_resume = resumed_from_written(top)
     resumed_from = resume_known(memory, read, written_resume)

@@ -56,6 +56,25 @@ def where_workers_run(pods: Iterable[Mapping[str, Any]], restart: int, worker_jo
     return {RAN_ON_ANNOTATION: json.dumps({"restart": restart, "since": since, "nodes": nodes})}
 
 
+def with_where_they_ran_before(
+    note: dict[str, str] | None, workload: Mapping[str, Any] | None, restart: int, not_before: str = ""
+) -> dict[str, str] | None:
+    """``note`` (:func:`where_workers_run`) joined with the nodes the record on ``workload``
+    already names for the same attempt and placement, from the record's time: a program that
+    does not ride out a slice loss fails of it some seconds after its lost workers were replaced
+    on other nodes, and the nodes it lost are then what vouch that the failure was no bug. A wait
+    that came after the replacement (a triggerer restart, a retry re-attaching) would otherwise
+    record only the healthy new nodes. Their records share one time, the earlier: a new node that
+    went down before the replacement started on it reads as a disruption, never as a bug."""
+    earlier = _ran_on(workload or {}, restart, not_before)
+    if note is None or earlier is None:
+        return note
+    data = json.loads(note[RAN_ON_ANNOTATION])
+    nodes = sorted({*earlier[1], *data["nodes"]})[:MAX_NODES]
+    since = min(to_the_second(data["since"]), earlier[0]) + "Z"  # the API's times are UTC
+    return {RAN_ON_ANNOTATION: json.dumps({"restart": restart, "since": since, "nodes": nodes})}
+
+
 def _ran_on(workload: Mapping[str, Any], restart: int | None, not_before: str = "") -> tuple[str, list[str]] | None:
     text = (_meta(workload).get("annotations") or {}).get(RAN_ON_ANNOTATION)
     try:

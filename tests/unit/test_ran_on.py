@@ -150,3 +150,22 @@ def test_a_record_from_before_kueue_admitted_the_workload_again_says_nothing_of_
     assert went_down_under_it(workload, 0, flapped, not_before=readmitted) is None
     assert nodes_it_ran_on(workload, 0, [("2026-11-24T03:31:00Z", "node-c")], not_before=readmitted) == ("node-c",)
     assert nodes_it_ran_on(workload, 0, not_before="2026-11-24T03:00:00Z") == ("node-a",), "admitted before the workers started"
+
+
+def test_a_wait_that_came_after_a_lost_worker_was_replaced_keeps_the_nodes_it_was_lost_on():
+    """Chaos 1060320: a slice lost while a retry re-attached; the worker Job replaced the pods on
+    another slice; the new wait recorded only those healthy nodes, and when the head failed of the
+    loss seconds later, no node it named vouched: the verdict was the user's bug."""
+    from pathways_airflow.state.ran_on import with_where_they_ran_before
+
+    first = {"metadata": {"annotations": where_workers_run([pod("w-0", "worker", "node-a")], 0)}}
+    replaced = where_workers_run([pod("w-0b", "worker", "spare-a", started="2026-11-24T03:11:30Z")], 0)
+    joined = with_where_they_ran_before(replaced, first, 0)
+    assert json.loads(joined[RAN_ON_ANNOTATION]) == {"restart": 0, "since": STARTED, "nodes": ["node-a", "spare-a"]}
+    lost = [node("node-a", ready="False", ready_since="2026-11-24T03:11:00Z"), node("spare-a")]
+    assert went_down_under_it({"metadata": {"annotations": joined}}, 0, lost).verdict is Verdict.SLICE_FAILURE
+    assert went_down_under_it({"metadata": {"annotations": replaced}}, 0, lost) is None, "the new nodes alone vouch for nothing"
+    # Another attempt's record, or one from before Kueue placed the workload again, is not joined.
+    assert with_where_they_ran_before(replaced, first, 1) == replaced
+    assert with_where_they_ran_before(replaced, first, 0, not_before="2026-11-24T03:11:00Z") == replaced
+    assert with_where_they_ran_before(None, first, 0) is None and with_where_they_ran_before(replaced, None, 0) == replaced

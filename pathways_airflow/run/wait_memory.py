@@ -362,11 +362,12 @@ def remembered(
     # Where the workers run, and again after each slice loss the program rode out or each
     # re-admission by Kueue (the restart attempt stays): they run on other nodes since, and the
     # old ones' comings and goings explain no later failure.
-    placement = (attempt, len(recovered), admitted_at(observation.kueue_workload))
-    lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic_slices(observation) else memory.lost_pods_seen
+    admitted, elastic = admitted_at(observation.kueue_workload), elastic_slices(observation)
+    placement = (attempt, len(recovered), admitted)
+    lost_pods = memory.lost_pods_seen | newly_disrupted(memory, observation) if elastic else memory.lost_pods_seen
     where = where_workers_run(pods_of_current_attempt(observation), attempt, worker_job_name(observation.jobset)) if placement not in memory.where_recorded else None
-    if not elastic_slices(observation):  # a loss it cannot ride out: the lost nodes still vouch for the failure to come
-        where = with_where_they_ran_before(where, top, attempt, admitted_at(observation.kueue_workload))
+    if not elastic:  # a loss it cannot ride out: the lost nodes still vouch for the failure to come
+        where = with_where_they_ran_before(where, top, attempt, admitted)
     known = memory.phases or phases_written(top)  # a re-created wait goes on from what earlier ones saw
     written_resume = resumed_from_written(top)
     resumed_from = resume_known(memory, read, written_resume)

@@ -201,3 +201,14 @@ def test_a_record_written_before_the_resume_source_existed_reads_as_the_newest_c
     old = {k: v for k, v in _resubmitted().disruptions[-1].to_dict().items() if k != "resume_source"}
     assert Disruption.from_dict(old).resume_source == "newest_committed"
     assert Disruption.from_dict(old).to_dict() == old  # and is written back as it was
+
+
+def test_a_resubmission_names_the_workload_submitted_in_its_stead_unless_it_spends_the_budget():
+    from pathways_airflow.run.outcome import with_disruption_resubmitted
+
+    record = _resubmitted()
+    ended = Disruption(200.0, "SLICE_FAILURE", ("node y: gone",), reached_step=30, workload="t-a1", resumed_from_step=28)
+    within = with_disruption_resubmitted(record, ended, "t-a2", max_disruptions=2)
+    assert within.disruptions[-1].resubmitted_as == "t-a2" and within.resubmissions == 2
+    spent = with_disruption_resubmitted(record, ended, "t-a2", max_disruptions=1)
+    assert spent.disruptions[-1].resubmitted_as is None and spent.resubmissions == 2

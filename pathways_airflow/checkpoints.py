@@ -15,6 +15,7 @@ When is a step committed (safe to restore, convert or report)?
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -177,6 +178,28 @@ def newest_committed(
 def committed_locally(name: str) -> bool:
     """Off GCS a directory named as an integer is committed: Orbax renames it into place last."""
     return step_of(name) is not None and not is_temporary(name)
+
+
+def metadata_uri(step_dir: str) -> str:
+    return join(step_dir, METADATA_FILE)
+
+
+def began_saving_at(metadata: bytes | None) -> float | None:
+    """When the program began saving a committed step (Unix seconds, its own clock), from the
+    step's ``_CHECKPOINT_METADATA``: Orbax writes ``init_timestamp_nsecs`` as a save starts and sets
+    ``commit_timestamp_nsecs`` as it commits, just before the marker (``_create_tmp_directory`` and
+    ``CommitFileTemporaryPath.finalize``, ``checkpoint/orbax/checkpoint/_src/path/atomicity.py``).
+    The start, not the commit: an asynchronous save under way when something failed may still
+    commit afterwards, while a save that began afterwards shows the program running afterwards.
+    ``None`` when not finalized, absent or unreadable."""
+    try:
+        data = json.loads(metadata or b"null")
+        started, committed = data.get("init_timestamp_nsecs"), data.get("commit_timestamp_nsecs")
+    except (ValueError, AttributeError):
+        return None
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in (started, committed)):
+        return None
+    return started / 1e9
 
 
 def marker_name(name: str) -> str:

@@ -35,10 +35,12 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponent
 from pathways_airflow.checkpoints import (
     Checkpoint,
     CheckpointScan,
+    began_saving_at,
     gcs_object_prefix,
     is_gcs,
     is_temporary,
     marker_name,
+    metadata_uri,
     newest_committed,
     newest_step_seen,
     split_gcs_uri,
@@ -379,6 +381,27 @@ def newest_committed_checkpoint(
     return scan_checkpoints(
         checkpoint_dir, newer_than=newer_than, min_step=min_step, gcp_conn_id=gcp_conn_id, client=client
     ).found
+
+
+def newest_save_began_at(checkpoint_dir: str, *, gcp_conn_id: str = DEFAULT_GCP_CONN_ID, deadline: float | None = None) -> float | None:
+    """When the program began saving the newest committed step of ``checkpoint_dir`` (its
+    ``_CHECKPOINT_METADATA``: :func:`~pathways_airflow.checkpoints.began_saving_at`); ``None`` when
+    no step is committed or its metadata does not say. One listing, one marker read per newer
+    partial step, one read of the metadata; GCS outages waited out until ``deadline``."""
+    if not is_gcs(checkpoint_dir):
+        found = newest_committed_checkpoint(checkpoint_dir, deadline=deadline)
+        return None if found is None else began_saving_at(_read_local(metadata_uri(found.uri)))
+    with opened_storage(gcp_conn_id) as client:
+        found = newest_committed_checkpoint(checkpoint_dir, gcp_conn_id=gcp_conn_id, client=client, deadline=deadline)
+        return None if found is None else began_saving_at(read_object(client, metadata_uri(found.uri), deadline=deadline))
+
+
+def _read_local(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as source:
+            return source.read()
+    except OSError:
+        return None
 
 
 def _scan_gcs(

@@ -465,7 +465,8 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
 
         return PathwaysJobTrigger(
             name=record.name, namespace=self.namespace, backend=self.backend, target=self.hook.resolved_target().to_dict(),
-            deadline=self.deadline(context), reads_resume=record.attempt > 0,
+            deadline=self.deadline(context), reads_resume=record.attempt > 0, checkpoint_dir=self.checkpoint_dir or None,
+            gcp_conn_id=self.gcp_conn_id,
         )
 
     def _wait_here(self, context: Context, record: Submission) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pathways_airflow.state.conditions import condition, true_condition
@@ -200,11 +200,13 @@ def classify(
     exit_codes: ExitCodePolicy = ExitCodePolicy(),
     recorded: "Classification | None" = None,
     ran_on: Sequence[str] = (),
+    outlived: Collection[str] = (),
 ) -> Classification:
     """The verdict on why the workload's current attempt stopped (``nodes``: the nodes now;
     ``None`` when they could not be read, which says nothing of them; ``ran_on``: the nodes the
     attempt's workers are known to have run on, when known: then only they can vouch against the
-    head-first rule below, not a node of the same shape the attempt never used).
+    head-first rule below, not a node of the same shape the attempt never used, and not one whose
+    going down the program outlived, ``outlived``).
 
     ``recorded`` is a disruption a watcher saw during this attempt and wrote on the workload
     (:mod:`pathways_airflow.run.annotations`): its pods may be gone since, and it outranks the
@@ -270,7 +272,7 @@ def classify(
             )
         return Classification(Verdict.USER_ERROR, (f"pod {name}: container {container} exited {code}",), code, container, name)
     head_job = head_failed_first(jobset)
-    if head_job is not None and nodes is not None and not workers_nodes_disrupted(jobset, by_name, ran_on):
+    if head_job is not None and nodes is not None and not workers_nodes_disrupted(jobset, by_name, ran_on, outlived):
         return Classification(
             Verdict.USER_ERROR,
             (f"the JobSet's first failed job is the head's ({head_job}); no pod, Job or node of its slice shape shows a disruption",),
@@ -373,14 +375,17 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Nodes) -> b
     )
 
 
-def workers_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Nodes, ran_on: Sequence[str] = ()) -> bool:
+def workers_nodes_disrupted(
+    workload: Mapping[str, Any] | None, nodes: Nodes, ran_on: Sequence[str] = (), outlived: Collection[str] = ()
+) -> bool:
     """Whether a node that can vouch for a disruption of the workers shows one now: the nodes they
-    are known to have run on (``ran_on``, a gone one counting as disrupted), else any node of
-    their slice shape (:func:`slice_nodes_disrupted`)."""
+    are known to have run on (``ran_on``, a gone one counting as disrupted; not those whose going
+    down the program outlived: ``outlived``, :func:`~pathways_airflow.state.ran_on.outlived_by_the_program`),
+    else any node of their slice shape (:func:`slice_nodes_disrupted`)."""
     if not ran_on:
         return slice_nodes_disrupted(workload, nodes)
     by_name = nodes_by_name(nodes)
-    return any(node_disruption(by_name.get(name)) is not None for name in ran_on)
+    return any(node_disruption(by_name.get(name)) is not None for name in ran_on if name not in outlived)
 
 
 def head_failed_first(jobset: Mapping[str, Any] | None) -> str | None:

@@ -22,12 +22,12 @@ default), say the same: where each worker pod was bound, and when (:func:`schedu
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
 from pathways_airflow.spec.render import WORKER_JOB
-from pathways_airflow.state.api_time import to_the_second
+from pathways_airflow.state.api_time import from_unix, to_the_second
 from pathways_airflow.state.conditions import condition
 from pathways_airflow.state.disruption import Classification, Verdict, node_disruption
 from pathways_airflow.state.workload_parts import Nodes, newest_pod_per_host, nodes_by_name
@@ -107,11 +107,13 @@ def went_down_under_it(
     nodes: Nodes | None,
     scheduled: Sequence[tuple[str, str]] = (),
     not_before: str = "",
+    outlived: Collection[str] = (),
 ) -> Classification | None:
     """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
     does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown.
     Without a trigger's record, each node the scheduler bound a worker to, from the time it did
-    (:func:`scheduled_workers`). ``not_before``: as for :func:`nodes_it_ran_on`."""
+    (:func:`scheduled_workers`). ``not_before``: as for :func:`nodes_it_ran_on`; ``outlived``:
+    nodes whose going down the program outlived (:func:`outlived_by_the_program`), which explain nothing."""
     recorded = _ran_on(workload or {}, restart, not_before)
     bindings = [(recorded[0], name) for name in recorded[1]] if recorded else list(scheduled)
     if not bindings or nodes is None:
@@ -120,6 +122,8 @@ def went_down_under_it(
     evidence = []
     verdict = Verdict.SLICE_FAILURE
     for since, name in bindings:
+        if name in outlived:
+            continue
         node = by_name.get(name)
         now = node_disruption(node)
         ready = condition(node, "Ready") if node is not None else None
@@ -131,6 +135,77 @@ def went_down_under_it(
         elif ready is not None and to_the_second(ready.get("lastTransitionTime")) > since:
             evidence.append(f"node {name} it ran on went down and came back (Ready since {ready['lastTransitionTime']}) after its workers started ({since})")
     return Classification(verdict, tuple(dict.fromkeys(evidence))[:3]) if evidence else None
+
+
+def outlived_by_the_program(
+    workload: Mapping[str, Any] | None,
+    restart: int | None,
+    nodes: Nodes,
+    saving_since: float | None,
+    not_before: str = "",
+    events: Iterable[Mapping[str, Any]] = (),
+) -> frozenset[str]:
+    """The nodes attempt ``restart`` ran on (as recorded) that showed they went down before a
+    program with elastic slices began saving its newest committed checkpoint, at ``saving_since``
+    (Unix seconds: :func:`~pathways_airflow.checkpoints.began_saving_at`).
+
+    A program that rides out slice losses stops at one, waits for the slice to come back and
+    restores; a save it begins after a node went down shows it got past that loss, so its later
+    failure is not that loss's, even when the pods that showed the recovery are gone (an API
+    outage that outlasted the run, a triggerer restart) and the node is still down. Asked only of
+    such a program: one that cannot ride a loss out may keep going for a while after it (a step
+    under way, an asynchronous save), and fails of it anyway.
+
+    What a node shows is a lower bound on when it went down: ``Ready`` turns false a grace period
+    after a host dies, a re-created node is made after the old one was lost; a node that came
+    back (``Ready`` again) says when it went down only in the node controller's ``NodeNotReady``
+    events (``events``: :func:`went_not_ready`), else it counts as down until it came back. A node
+    with no such time (gone, or disrupted by a label or taint alone) is never counted as outlived."""
+    recorded = _ran_on(workload or {}, restart, not_before)
+    if recorded is None or saving_since is None:
+        return frozenset()
+    saving, by_name, marked = from_unix(saving_since), nodes_by_name(nodes), went_not_ready(events)
+    found = set()
+    for name in recorded[1]:
+        shown = _shown_down_at(by_name.get(name), recorded[0], marked.get(name, ()))
+        if shown and shown < saving:
+            found.add(name)
+    return frozenset(found)
+
+
+def _shown_down_at(node: Mapping[str, Any] | None, since: str, marked: Sequence[str]) -> str:
+    """When ``node`` showed that it went down after ``since`` (to the second), ``""`` when it did not say."""
+    if node is None:
+        return ""
+    created = to_the_second(_meta(node).get("creationTimestamp"))
+    if created > since:
+        return created
+    ready = condition(node, "Ready") or {}
+    changed = to_the_second(ready.get("lastTransitionTime"))
+    if changed <= since:
+        return ""
+    if ready.get("status") != "True":
+        return changed
+    if node_disruption(node) is not None:  # back, but disrupted by what no field dates
+        return ""
+    return max((t for t in marked if since < t <= changed), default=changed)  # back: it went down before
+
+
+NODE_NOT_READY_REASON = "NodeNotReady"
+"""The node lifecycle controller's event as a node's ``Ready`` leaves ``True`` (kubernetes
+pkg/controller/util/node/controller_utils.go, ``RecordNodeStatusChange``): reason ``NodeNotReady``,
+message ``Node <name> status is now: NodeNotReady``, on the Node (kept in ``default``, as every
+cluster-scoped object's events are)."""
+
+
+def went_not_ready(events: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Each node's ``NodeNotReady`` times, to the second, from ``events``."""
+    found: dict[str, list[str]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") == NODE_NOT_READY_REASON and involved.get("kind") == "Node" and involved.get("name"):
+            found.setdefault(str(involved["name"]), []).append(_event_time(event))
+    return found
 
 
 SCHEDULED_REASON = "Scheduled"

@@ -29,6 +29,7 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.hooks.reclaim import delete_left_behind
+from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID
 from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, NODE, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
@@ -51,11 +52,14 @@ from pathways_airflow.triggers.watch import (
 )
 
 SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state", "poll_interval", "until_phase",
-              "delete_on_timeout", "api_outage_seconds", "reads_resume")
+              "delete_on_timeout", "api_outage_seconds", "reads_resume", "checkpoint_dir", "gcp_conn_id")
 """The arguments the triggerer re-creates the trigger from (its database row)."""
 HELD_RESTART_RETRY_SECONDS = 1.0
 """After a failed delete of what holds a JobSet's restart up, the next look comes this soon (the
 usual ``Retry-After`` of a throttled API)."""
+PROGRESS_READ_SECONDS = 10.0
+"""How long a verdict that only the nodes a program ran on vouch for waits to read its newest
+checkpoint (a GCS outage then costs the verdict that long, never the task's whole time)."""
 VERDICT_SETTLE_SECONDS = 2.0
 """How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
 
@@ -139,7 +143,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self, *, name: str, namespace: str, backend: str, target: dict[str, Any], deadline: float | None = None,
         last_state: dict[str, Any] | None = None, poll_interval: float = POLL_INTERVAL_SECONDS["workload"],
         until_phase: str | None = None, delete_on_timeout: bool = True, api_outage_seconds: float = API_OUTAGE_LIMIT_SECONDS,
-        recheck_seconds: float | None = None, reads_resume: bool = False,
+        recheck_seconds: float | None = None, reads_resume: bool = False, checkpoint_dir: str | None = None,
+        gcp_conn_id: str = DEFAULT_GCP_CONN_ID,
     ):
         super().__init__()
         self.name = name
@@ -153,6 +158,8 @@ class PathwaysJobTrigger(KillableTrigger):
         self.delete_on_timeout = delete_on_timeout
         self.api_outage_seconds = api_outage_seconds
         self.reads_resume = reads_resume
+        self.checkpoint_dir = checkpoint_dir
+        self.gcp_conn_id = gcp_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("pathways_airflow.triggers.workload.PathwaysJobTrigger", {key: getattr(self, key) for key in SERIALIZED})
@@ -370,7 +377,7 @@ class PathwaysJobTrigger(KillableTrigger):
         if rode_out:  # the losses it got through (lost pods, the worker Jobs' count of them, where it ran before) explain nothing now
             observation = replace(observation, pods=disruption.without_replaced_pods(observation.pods))
             jobs = [j for j in jobs if not disruption.is_of_the_slices(j, observation.jobset)]
-        jobset = observation.jobset
+        jobset, outlived = observation.jobset, frozenset[str]()
         if jobset is not None and attempt != workload_parts.current_attempt(observation):
             jobset = workload_parts.as_of_restart(jobset, attempt)
         proven = disruption.shown_without_nodes(observation.pods, jobs, jobset)
@@ -380,9 +387,15 @@ class PathwaysJobTrigger(KillableTrigger):
             recorded, where = None, disruption.nodes_workers_run_on(observation)
         else:
             placed = status.admitted_at(observation.kueue_workload)  # a record of where it ran before a re-admission is stale
-            recorded = written.disruption_seen(top, attempt, ridden_out) or (
-                None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes, not_before=placed)
-            )
+            seen = written.disruption_seen(top, attempt, ridden_out)
+            recorded = seen or (None if nodes is None else ran_on.went_down_under_it(top, attempt, nodes, not_before=placed))
+            if recorded is not None and seen is None and not proven and workload_parts.elastic_slices(observation):
+                assert nodes is not None  # only the nodes it ran on say so: did it get past their loss?
+                outlived = await self._outlived(top, attempt, nodes, placed)
+                if outlived:
+                    recorded = ran_on.went_down_under_it(top, attempt, nodes, not_before=placed, outlived=outlived)
+                    self.log.info("%s/%s: it began saving a checkpoint after %s went down: it rode their loss out",
+                                  self.namespace, self.name, ", ".join(sorted(outlived)))
             where = ran_on.nodes_it_ran_on(top, attempt, not_before=placed)
         if recorded is None and not where and not proven and self.backend == "pathwaysjob":
             # No failure policy: the head-first rule needs the counter-evidence, and with no
@@ -392,8 +405,38 @@ class PathwaysJobTrigger(KillableTrigger):
             where = where or ran_on.nodes_it_ran_on(None, attempt, scheduled)
         return disruption.classify(
             pods=observation.pods, nodes=nodes, jobs=jobs, jobset=jobset, kueue_workload=observation.kueue_workload, recorded=recorded,
-            ran_on=where,
+            ran_on=where, outlived=outlived,
         )
+
+    async def _outlived(self, top: dict[str, Any] | None, attempt: int, nodes: workload_parts.Nodes, placed: str) -> frozenset[str]:
+        """The nodes it ran on whose going down the program outlived (:func:`~pathways_airflow.state.ran_on.outlived_by_the_program`):
+        read only for a verdict that rests on those nodes alone, from its newest checkpoint and the
+        node controller's ``NodeNotReady`` events (when a node that came back went down)."""
+        saving_since = await self._newest_save_began_at()
+        if saving_since is None:
+            return frozenset()
+        try:
+            events = await self.hook.list(EVENT, "default", field_selector=f"involvedObject.kind=Node,reason={ran_on.NODE_NOT_READY_REASON}",
+                                          attempts=1)
+        except Exception as error:  # then a node that came back counts as down until it did
+            self.log.info("%s/%s: could not read the nodes' NodeNotReady events (%s)", self.namespace, self.name, describe(error))
+            events = []
+        return ran_on.outlived_by_the_program(top, attempt, nodes, saving_since, not_before=placed, events=events)
+
+    async def _newest_save_began_at(self) -> float | None:
+        """When the program began saving its newest committed checkpoint (:func:`~pathways_airflow.hooks.storage.newest_save_began_at`),
+        read within :data:`PROGRESS_READ_SECONDS`; ``None`` when not known: then no loss counts as outlived."""
+        if not self.checkpoint_dir:
+            return None
+        from pathways_airflow.hooks.storage import newest_save_began_at
+
+        try:
+            return await asyncio.to_thread(
+                newest_save_began_at, self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id, deadline=time.time() + PROGRESS_READ_SECONDS
+            )
+        except Exception as error:  # evidence against a disruption only: without it the verdict stands
+            self.log.info("%s/%s: could not read its newest checkpoint (%s)", self.namespace, self.name, describe(error))
+            return None
 
     async def _nodes(self, only_to_name_the_kind: bool) -> workload_parts.Nodes | None:
         """The nodes now: the shared node watch's cache (:func:`nodes_watch`) while it is current,

@@ -414,5 +414,16 @@ def test_a_slice_loss_the_program_rides_out_with_elastic_slices_is_recorded_and_
         log = pathways_cluster.read_log("default", head["metadata"]["name"], "main")
         assert "Elastic utils: Checking for incomplete checkpoint after an elastic event..." in log
         assert [line for line in log if line.startswith("restoring from this run's directory step")] == ["restoring from this run's directory step 20"]
+        # What outlives the pods to say the program got past the loss: the node controller's
+        # NodeNotReady events, and when the save of its newest committed step began.
+        from pathways_airflow.hooks.storage import newest_save_began_at
+        from pathways_airflow.resources import EVENT
+        from pathways_airflow.state.api_time import from_unix
+        from pathways_airflow.state.ran_on import went_not_ready
+
+        marked = went_not_ready(PathwaysHook().list(EVENT, "default", field_selector="involvedObject.kind=Node,reason=NodeNotReady"))
+        began = newest_save_began_at(f"gs://pathways-demo/policy/runs-{task_id}/checkpoints")
+        assert marked and began is not None, (marked, began)
+        assert min(min(times) for times in marked.values()) < from_unix(began), "the save of step 39 began after the maintenance"
     finally:
         PathwaysHook().delete(PATHWAYSJOB, "default", identity.workload_name(attempt=0))

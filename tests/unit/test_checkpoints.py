@@ -215,3 +215,16 @@ def test_the_step_an_asset_event_names(extra, expected):
 
 def test_the_directory_of_a_named_step():
     assert checkpoint_dir_of(Checkpoint(29, "gs://b/runs/r/checkpoints/29")) == "gs://b/runs/r/checkpoints"
+
+
+def test_when_the_program_began_saving_a_committed_step_is_read_from_the_metadata_orbax_finalizes():
+    from pathways_airflow.checkpoints import began_saving_at
+
+    # checkpoint/orbax/checkpoint/_src/path/atomicity.py: init_timestamp_nsecs when the save starts,
+    # commit_timestamp_nsecs set by finalize() just before commit_success.txt.
+    started = b'{"item_handlers": {"items": "orbax.checkpoint.PyTreeCheckpointHandler"}, "init_timestamp_nsecs": 1796619634500000000, "commit_timestamp_nsecs": null}'
+    finalized = started.replace(b'"commit_timestamp_nsecs": null', b'"commit_timestamp_nsecs": 1796619641500000000')
+    assert began_saving_at(finalized) == 1796619634.5
+    assert began_saving_at(started) is None, "not finalized"
+    assert began_saving_at(None) is None and began_saving_at(b"not json") is None and began_saving_at(b"[1]") is None
+    assert began_saving_at(b'{"init_timestamp_nsecs": true, "commit_timestamp_nsecs": 2}') is None

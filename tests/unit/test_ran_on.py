@@ -169,3 +169,62 @@ def test_a_wait_that_came_after_a_lost_worker_was_replaced_keeps_the_nodes_it_wa
     assert with_where_they_ran_before(replaced, first, 1) == replaced
     assert with_where_they_ran_before(replaced, first, 0, not_before="2026-11-24T03:11:00Z") == replaced
     assert with_where_they_ran_before(None, first, 0) is None and with_where_they_ran_before(replaced, None, 0) == replaced
+
+
+def test_nodes_that_went_down_before_the_program_began_a_save_it_committed_explain_no_later_failure():
+    """Elastic slices: the program rode out a slice loss nobody saw (an API outage outlasted the
+    run), saved steps after it, then failed by its own bug while the lost nodes were still down
+    (or back). When its newest committed save began (Orbax's ``init_timestamp_nsecs``) says it got
+    past their loss."""
+    import datetime as dt
+
+    from pathways_airflow.state.disruption import classify
+    from pathways_airflow.state.ran_on import outlived_by_the_program
+
+    def unix(text: str) -> float:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    workload = failed_pathwaysjob(where_workers_run([pod("w-0", "worker", "node-a"), pod("w-1", "worker", "node-b")], 0))
+    down_at, later = "2026-11-24T03:12:00Z", unix("2026-11-24T03:14:30Z")
+    nodes = [node("node-a", ready_since=down_at, ready="Unknown"), node("node-b")]
+    assert went_down_under_it(workload, 0, nodes).verdict is Verdict.SLICE_FAILURE
+
+    after = outlived_by_the_program(workload, 0, nodes, later)
+    assert after == {"node-a"}
+    assert went_down_under_it(workload, 0, nodes, outlived=after) is None
+    judged = classify(pods=[], nodes=nodes, jobset=workload, ran_on=["node-a", "node-b"], outlived=after)
+    assert judged.verdict is Verdict.USER_ERROR, judged
+    assert classify(pods=[], nodes=nodes, jobset=workload, ran_on=["node-a", "node-b"]).verdict is Verdict.UNKNOWN_INFRA
+
+    assert outlived_by_the_program(workload, 0, nodes, unix("2026-11-24T03:11:59Z")) == set(), "began before: the loss may have ended it"
+    assert outlived_by_the_program(workload, 0, nodes, unix(down_at)) == set(), "the same second orders neither way"
+    assert outlived_by_the_program(workload, 0, nodes, None) == set(), "no save time known"
+    assert outlived_by_the_program(workload, 0, [node("node-b")], later) == set(), "a gone node tells no time"
+    recreated = [node("node-a", created="2026-11-24T03:13:00Z"), node("node-b")]
+    assert outlived_by_the_program(workload, 0, recreated, later) == {"node-a"}
+    maintained = node("node-a", ready_since=down_at)
+    maintained["metadata"]["labels"]["cloud.google.com/active-node-maintenance"] = "ONGOING"
+    assert outlived_by_the_program(workload, 0, [maintained, node("node-b")], later) == set(), "disrupted since a time no field tells"
+
+    back = [node("node-a", ready_since="2026-11-24T03:15:00Z"), node("node-b")]
+    assert outlived_by_the_program(workload, 0, back, later) == set(), "back after the save began: when it went down, only an event says"
+    said = [node_not_ready("node-a", "2026-11-24T03:12:40Z"), node_not_ready("node-b", "2026-11-24T03:09:00Z")]
+    assert outlived_by_the_program(workload, 0, back, later, events=said) == {"node-a"}
+    assert outlived_by_the_program(workload, 0, back, later, events=[node_not_ready("node-a", "2026-11-24T03:14:40Z")]) == set()
+
+
+def node_not_ready(name: str, when: str) -> dict:
+    """The node lifecycle controller's event (kubernetes pkg/controller/util/node/controller_utils.go, RecordNodeStatusChange)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.18a1f2c3d4e5f607", "namespace": "default"},
+        "involvedObject": {"kind": "Node", "name": name, "uid": "5f0c1d2e-0000-4000-8000-000000000001", "apiVersion": "v1"},
+        "reason": "NodeNotReady",
+        "message": f"Node {name} status is now: NodeNotReady",
+        "type": "Normal",
+        "source": {"component": "node-controller"},
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "count": 1,
+    }

@@ -231,7 +231,8 @@ def test_a_trigger_serialized_with_recheck_seconds_is_recreated_with_its_poll_in
         "api_outage_seconds": 1800.0,
     }
     path, kwargs = PathwaysJobTrigger(**old).serialize()
-    assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0, "reads_resume": False}
+    assert kwargs == {**{k: v for k, v in old.items() if k != "recheck_seconds"}, "poll_interval": 5.0, "reads_resume": False,
+                      "checkpoint_dir": None, "gcp_conn_id": "google_cloud_default"}
     assert PathwaysJobTrigger(**json.loads(json.dumps(kwargs))).serialize() == (path, kwargs)
     assert PathwaysJobTrigger(name="t", namespace="d", backend="jobset", target={}).poll_interval == POLL_INTERVAL_SECONDS["workload"]
 

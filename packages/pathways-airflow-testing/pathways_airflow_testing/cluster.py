@@ -580,6 +580,15 @@ class LocalCluster:
             stored = self.store.replace(nodes, updated)
             if updated.get("status") != stored.get("status"):
                 self.store.write_status(nodes, updated)
+            if _is_ready(node) and not _is_ready(updated):
+                # The node lifecycle controller's record of the change (kubernetes
+                # pkg/controller/util/node/controller_utils.go, RecordNodeStatusChange): it outlives
+                # the condition, which a node that comes back overwrites.
+                name = node["metadata"]["name"]
+                self.record_event(
+                    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": node["metadata"].get("uid")}},
+                    "NodeNotReady", f"Node {name} status is now: NodeNotReady", component="node-controller",
+                )
 
     async def _terminate_pods_on(self, node_pool: str, disruption_reason: str, *, grace: float | None, delete: bool = False) -> list[str]:
         assert self.kubelet is not None
@@ -826,6 +835,10 @@ def _taint(node: dict[str, Any], key: str, value: str, effect: str) -> None:
 
 def _untaint(node: dict[str, Any], key: str) -> None:
     node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != key]
+
+
+def _is_ready(node: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ())
 
 
 def _set_ready(node: dict[str, Any], ready: bool, reason: str, now: str) -> None:

@@ -207,6 +207,8 @@ async def write_checkpoint(
 
     Whatever an earlier, interrupted save left in ``step_dir`` is removed first. If the task is
     cancelled on the way, the step stays without its commit marker: partial, as in production.
+    The commit sets ``commit_timestamp_nsecs`` in ``_CHECKPOINT_METADATA``, then writes the marker
+    (Orbax ``CommitFileTemporaryPath.finalize``, ``checkpoint/orbax/checkpoint/_src/path/atomicity.py``).
     """
     await ctx.gcs.delete_prefix(join(step_dir, ""))
     pause = duration / (len(items) + 1)
@@ -215,6 +217,8 @@ async def write_checkpoint(
         await ctx.clock.sleep(pause)
         await ctx.gcs.write(join(step_dir, ITEMS_DIR, name), data)
     await ctx.clock.sleep(pause)
+    committed = {**metadata, "commit_timestamp_nsecs": int(ctx.clock.now() * 1e9)}
+    await ctx.gcs.write(join(step_dir, METADATA_FILE), json.dumps(committed, indent=1).encode())
     marker = f"Checkpoint commit was successful to {step_dir}\n".encode()
     await ctx.gcs.write(commit_marker_uri(step_dir), marker)
 

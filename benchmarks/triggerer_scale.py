@@ -1402,6 +1402,11 @@ def main() -> int:
     parser.add_argument("--triggerer", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.triggerer:
+        # A triggerer run with [logging] logging_level = WARNING: Airflow's own set-up, which its
+        # structlog loggers (BaseTrigger.log) filter by; the stdlib level alone leaves them at INFO.
+        from airflow.sdk.log import configure_logging
+
+        configure_logging(log_level="WARNING")
         logging.basicConfig(level=logging.WARNING)
         if not args.profile:
             asyncio.run(triggerer(*args.triggerer))

@@ -23,7 +23,7 @@ from pathways_airflow.spec.parse import workload_from_pathwaysjob
 from pathways_airflow.spec.render import USER_ERROR_RULE_NAME, XPK_SYSTEM_EXIT_CODES, replicated_pod_spec, tpu_node_selector
 from pathways_airflow.state.model import Observation
 from pathways_airflow.state.workload_parts import (
-    Nodes, as_int, elastic_slices, head_job_name, is_being_deleted, metadata_of, name_of, newest_pod_per_host, nodes_by_name,
+    Nodes, NodesByName, as_int, elastic_slices, head_job_name, is_being_deleted, metadata_of, name_of, newest_pod_per_host, nodes_by_name,
     of_current_restart_attempt, pods_of_current_attempt, pods_per_slice, status_of, worker_job_name, worker_replicated_job,
 )
 
@@ -368,11 +368,15 @@ def slice_nodes_disrupted(workload: Mapping[str, Any] | None, nodes: Nodes) -> b
     selector = worker_node_selector(workload)
     if selector is None:
         return True
-    return any(
-        node_disruption(node) is not None
-        for node in nodes_by_name(nodes).values()
-        if all(_labels(node).get(key) == value for key, value in selector.items())
-    )
+    return any(all(_labels(node).get(key) == value for key, value in selector.items()) for node in disrupted_nodes(nodes))
+
+
+def disrupted_nodes(nodes: Nodes) -> Iterable[Mapping[str, Any]]:
+    """The nodes that show a disruption now (:func:`node_disruption`): a node cache's own list
+    (:class:`~pathways_airflow.state.workload_parts.NodesByName`), else each node looked at."""
+    if isinstance(nodes, NodesByName):
+        return nodes.disrupted()
+    return (node for node in nodes_by_name(nodes).values() if node_disruption(node) is not None)
 
 
 def workers_nodes_disrupted(

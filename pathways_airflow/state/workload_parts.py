@@ -17,7 +17,7 @@ coordinator pod (job 0, pod 0 unless ``spec.coordinator`` says otherwise).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pathways_airflow import well_known
@@ -76,6 +76,29 @@ def as_int(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+class NodesByName(Mapping[str, Obj]):
+    """Nodes by name that also know which of them show a disruption now (``disrupted``). A
+    triggerer's node cache keeps that list current as each node changes
+    (:func:`~pathways_airflow.triggers.workload.nodes_watch`), so a verdict that asks whether any
+    node of a slice shape is disrupted looks at those few, not at a fleet's 20,000
+    (:func:`~pathways_airflow.state.disruption.disrupted_nodes`)."""
+
+    def __init__(self, by_name: Mapping[str, Obj], disrupted: Callable[[], Iterable[Obj]]) -> None:
+        self._by_name, self._disrupted = by_name, disrupted
+
+    def __getitem__(self, name: str) -> Obj:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def disrupted(self) -> Iterable[Obj]:
+        return self._disrupted()
 
 
 def nodes_by_name(nodes: Nodes) -> Mapping[str, Obj]:

@@ -76,6 +76,24 @@ def _kept(obj: Mapping[str, Any], metadata: dict[str, Any], spec: dict[str, Any]
     return pruned
 
 
+def changes_nothing_a_wait_acts_on(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether ``after`` differs from ``before`` (both as cached) only in its ``resourceVersion``
+    and this provider's own annotations: the echo of a note a wait wrote on its workload. The
+    cache keeps it for the next look, which reads the notes; a look now would judge what the last
+    one judged, and a fleet's notes would wake every wait once more per note."""
+    if before.keys() != after.keys() or any(before[k] != after[k] for k in after if k != "metadata"):
+        return False
+    old, new = before.get("metadata") or {}, after.get("metadata") or {}
+    quiet = ("resourceVersion", "annotations")
+    if {k: v for k, v in old.items() if k not in quiet} != {k: v for k, v in new.items() if k not in quiet}:
+        return False
+    return _foreign_annotations(old) == _foreign_annotations(new)
+
+
+def _foreign_annotations(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith(PROVIDER_ANNOTATIONS)}
+
+
 def pruned_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """A pod as the state core reads it: metadata with only :data:`CHILD_ANNOTATIONS`, its status, and of its
     spec only the node (:func:`~pathways_airflow.state.disruption.classify`,

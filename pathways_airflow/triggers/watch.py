@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, MAX_ATTEMPTS
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
+from pathways_airflow.triggers.pruning import changes_nothing_a_wait_acts_on
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +354,11 @@ class SharedWatch:
                     continue
                 if self.prune is not None:
                     obj = self.prune(obj)
-                previous = self.objects.get(_key(obj)) or self.deleted.get(_key(obj))
+                live = self.objects.get(_key(obj))
+                if kind == "MODIFIED" and live is not None and changes_nothing_a_wait_acts_on(live, obj):
+                    self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
+                    continue
+                previous = live or self.deleted.get(_key(obj))
                 touched = set(self._unlink(previous)) if previous is not None else set()
                 if kind == "DELETED":
                     self.objects.pop(_key(obj), None)

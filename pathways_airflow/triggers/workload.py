@@ -124,7 +124,17 @@ def nodes_watch(target: ClusterTarget) -> SharedWatch:
     waits ended at once (each list the whole fleet's nodes); the waits instead keep this watch
     alive while they run, never woken by it, and a verdict reads its cache.
     """
-    return shared_watch(target, NODE, None, prune=pruned_node)
+    return shared_watch(target, NODE, None, prune=pruned_node, index=by_disruption)
+
+
+DISRUPTED = "disrupted"
+"""The node watch's one index key: the nodes that show a disruption now (:func:`by_disruption`)."""
+
+
+def by_disruption(node: dict[str, Any]) -> tuple[str, ...]:
+    """Whether ``node`` shows a disruption now (:func:`~pathways_airflow.state.disruption.node_disruption`),
+    as the node watch indexes it: a verdict then reads the disrupted few, not every node."""
+    return (DISRUPTED,) if disruption.node_disruption(node) is not None else ()
 
 
 NODES_SYNC_SECONDS = 60.0
@@ -448,7 +458,7 @@ class PathwaysJobTrigger(KillableTrigger):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(watch.synced.wait(), budget)
         if watch.synced.is_set() and watch.failing_since is None and not watch.forbidden:
-            return watch.by_name()
+            return workload_parts.NodesByName(watch.by_name(), lambda: watch.related(DISRUPTED))
         if not only_to_name_the_kind:
             return await self.hook.list_nodes()
         try:

@@ -383,3 +383,34 @@ def test_a_program_that_rode_out_its_slice_loss_is_judged_on_the_pods_and_nodes_
     # Not ridden out: the replacements have not started, or were disrupted in turn.
     assert not rode_out_slice_losses(_elastic_after_a_loss("Pending"))
     assert not rode_out_slice_losses(_elastic_after_a_loss(replacement_disrupted=True))
+
+
+def test_a_node_cache_that_keeps_its_disrupted_nodes_gives_the_verdict_every_node_gives():
+    """A triggerer's node cache indexes the nodes that show a disruption as each one changes
+    (``triggers.workload.by_disruption``): whether a node of the workers' slice shape is disrupted
+    is then read from those few, with the answer a look at every node gives."""
+    from pathways_airflow.state.disruption import slice_nodes_disrupted
+    from pathways_airflow.state.workload_parts import NodesByName
+    from pathways_airflow.triggers.workload import DISRUPTED, by_disruption
+
+    def of_pool(pool: str, machine: str, topology: str) -> list[dict]:
+        return node_manifests(tpu_pool(pool, machine, topology))
+
+    healthy = of_pool("tpu-v5e-2x4-0", "ct5lp-hightpu-4t", "2x4") + of_pool("tpu-v5p-2x2x2-0", "ct5p-hightpu-4t", "2x2x2")
+    down = copy.deepcopy(of_pool("tpu-v5p-2x2x2-1", "ct5p-hightpu-4t", "2x2x2")[0])
+    down["status"]["conditions"] = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "lastTransitionTime": "2026-11-24T03:12:00Z"}]
+    fleet = [*healthy, down]
+    indexed = NodesByName({n["metadata"]["name"]: n for n in fleet}, lambda: [n for n in fleet if by_disruption(n) == (DISRUPTED,)])
+    assert [n["metadata"]["name"] for n in indexed.disrupted()] == [down["metadata"]["name"]]
+    assert all(by_disruption(n) == () for n in healthy)
+
+    def jobset(selector: dict) -> dict:
+        template = {"spec": {"template": {"spec": {"nodeSelector": selector, "containers": [{"name": "worker"}]}}}}
+        return {"kind": "JobSet", "spec": {"replicatedJobs": [{"name": "worker", "template": template}]}}
+
+    v5p = jobset({"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x2"})
+    v5e = jobset({"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "2x4"})
+    for workload, expected in ((v5p, True), (v5e, False)):
+        assert slice_nodes_disrupted(workload, fleet) is expected
+        assert slice_nodes_disrupted(workload, indexed) is expected
+    assert indexed[down["metadata"]["name"]] is down and len(indexed) == len(fleet) and set(indexed) == {n["metadata"]["name"] for n in fleet}

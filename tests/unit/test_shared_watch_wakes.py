@@ -95,3 +95,57 @@ def test_a_burst_of_watch_events_leaves_the_loop_turns_while_it_is_applied():
     cached = asyncio.run(scenario())
     assert cached[-1] == burst
     assert EVENTS_PER_TURN in cached and 2 * EVENTS_PER_TURN in cached, cached
+
+
+def test_the_echo_of_a_note_a_wait_wrote_is_cached_without_waking_anyone():
+    """A wait's notes on its workload come back as a watch event that changes only the
+    resourceVersion and this provider's annotations: cached for the next look, waking no one. A
+    change to anything else (a status, a label, another's annotation) wakes the workload's waits."""
+    import copy
+
+    def pathwaysjob(version: str, **annotations: str) -> dict:
+        return {
+            "apiVersion": "pathways-job.pathways.domain/v1", "kind": "PathwaysJob",
+            "metadata": {"name": "train", "namespace": "default", "resourceVersion": version, "uid": "u-1",
+                         "labels": {"app.kubernetes.io/managed-by": "pathways-airflow"}, "annotations": dict(annotations)},
+            "spec": {"maxRestarts": 0}, "status": {"conditions": []},
+        }
+
+    first = pathwaysjob("1")
+    noted = pathwaysjob("2", **{"pathways-airflow/phases": '[{"phase": "RUNNING"}]'})
+    running = copy.deepcopy(noted)
+    running["metadata"]["resourceVersion"] = "3"
+    running["status"] = {"conditions": [{"type": "Running", "status": "True"}]}
+    foreign = copy.deepcopy(running)
+    foreign["metadata"]["resourceVersion"] = "4"
+    foreign["metadata"]["annotations"]["kueue.x-k8s.io/queue-name"] = "q"
+    events = [("ADDED", first), ("MODIFIED", noted), ("MODIFIED", running), ("MODIFIED", foreign)]
+
+    async def scenario() -> list[tuple[str, bool]]:
+        watch = SharedWatch(ClusterTarget(), POD, "default", None)
+        subscription = watch.subscribe(["train"])
+        assert watch._task is not None
+        watch._task.cancel()
+        gate = asyncio.Event()
+
+        async def stream(*_args, **_kwargs):
+            for kind, obj in events:
+                yield {"type": kind, "object": copy.deepcopy(obj)}
+                await gate.wait()
+                gate.clear()
+            await asyncio.Event().wait()
+
+        watch.hook.watch = stream  # type: ignore[method-assign]
+        following = asyncio.ensure_future(watch._watch())
+        seen = []
+        for _ in events:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            seen.append((watch.get("train")["metadata"]["resourceVersion"], subscription.changed.is_set()))
+            subscription.changed.clear()
+            gate.set()
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        return seen
+
+    assert asyncio.run(scenario()) == [("1", True), ("2", False), ("3", True), ("4", True)]

@@ -18,6 +18,6 @@ def to_the_second(timestamp: Any) -> str:
 
 
 def from_unix(seconds: float) -> str:
-    """A Unix time (a program's own clock: a checkpoint's commit time) as :func:`to_the_second` writes it.
+    """A Unix time (a program's own clock: when it began saving a checkpoint) as :func:`to_the_second` writes it.
     GKE's nodes and control plane keep one time (NTP), so to the second it orders with the API's times."""
     return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

@@ -194,8 +194,11 @@ def _shown_down_at(node: Mapping[str, Any] | None, since: str, marked: Sequence[
 NODE_NOT_READY_REASON = "NodeNotReady"
 """The node lifecycle controller's event as a node's ``Ready`` leaves ``True`` (kubernetes
 pkg/controller/util/node/controller_utils.go, ``RecordNodeStatusChange``): reason ``NodeNotReady``,
-message ``Node <name> status is now: NodeNotReady``, on the Node (kept in ``default``, as every
-cluster-scoped object's events are)."""
+message ``Node <name> status is now: NodeNotReady``, on the Node."""
+NODE_EVENTS_NAMESPACE = "default"
+"""Where a cluster-scoped object's events are kept (client-go's recorder: ``metav1.NamespaceDefault``
+for an object without a namespace)."""
+NODE_NOT_READY_SELECTOR = f"involvedObject.kind=Node,reason={NODE_NOT_READY_REASON}"
 
 
 def went_not_ready(events: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:

@@ -33,7 +33,6 @@ from typing import Any, Callable, Iterable
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, MAX_ATTEMPTS
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
-from pathways_airflow.triggers.pruning import changes_nothing_a_wait_acts_on
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +115,7 @@ class SharedWatch:
         label_selector: str | None,
         index: Indexer = by_name,
         prune: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        quiet: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
     ):
         self.hook = AsyncPathwaysHook(target)
         self.resource = resource
@@ -123,6 +123,8 @@ class SharedWatch:
         self.label_selector = label_selector
         self.index = index
         self.prune = prune
+        self.quiet = quiet
+        """A change (cached before, cached after) no subscriber is woken for, kept in the cache all the same."""
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._related: dict[str, set[tuple[str, str]]] = {}
         """Workload key → the keys of live and recently deleted objects that belong to it."""
@@ -355,7 +357,7 @@ class SharedWatch:
                 if self.prune is not None:
                     obj = self.prune(obj)
                 live = self.objects.get(_key(obj))
-                if kind == "MODIFIED" and live is not None and changes_nothing_a_wait_acts_on(live, obj):
+                if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
                     self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
                     continue
                 previous = live or self.deleted.get(_key(obj))
@@ -430,16 +432,17 @@ def shared_watch(
     *,
     index: Indexer = by_name,
     prune: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    quiet: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
 ) -> SharedWatch:
     """The running loop's watch of ``resource`` in ``namespace`` on ``target``, made on first use.
 
-    ``index`` and ``prune`` are fixed by the first caller: every caller of one (resource,
+    ``index``, ``prune`` and ``quiet`` are fixed by the first caller: every caller of one (resource,
     namespace, selector) must pass the same ones.
     """
     watches = _WATCHES.setdefault(asyncio.get_running_loop(), {})
     key = (target.key, resource.path(namespace), namespace or "", label_selector or "")
     if key not in watches:
-        watches[key] = SharedWatch(target, resource, namespace, label_selector, index=index, prune=prune)
+        watches[key] = SharedWatch(target, resource, namespace, label_selector, index=index, prune=prune, quiet=quiet)
     return watches[key]
 
 

@@ -29,7 +29,7 @@ from pathways_airflow import well_known
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, describe
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget
 from pathways_airflow.hooks.reclaim import delete_left_behind
-from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID
+from pathways_airflow.hooks.storage import DEFAULT_GCP_CONN_ID, newest_save_began_at
 from pathways_airflow.resources import EVENT, JOB, JOBSET, KUEUE_WORKLOAD, NODE, PATHWAYSJOB, POD, workload_resource
 from pathways_airflow.run import annotations as written
 from pathways_airflow.run import outcome, records, timeline, wait_memory
@@ -40,6 +40,7 @@ from pathways_airflow.triggers.deletion import delete_outliving_the_caller
 from pathways_airflow.triggers.kill import KillableTrigger
 from pathways_airflow.triggers.notes import Workload, note_writer
 from pathways_airflow.triggers.pruning import (
+    changes_nothing_a_wait_acts_on,
     pruned_job,
     pruned_jobset,
     pruned_kueue_workload,
@@ -102,7 +103,7 @@ async def shared_queue_view(hook: AsyncPathwaysHook, target: ClusterTarget, name
 
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
     watches = {
-        "jobsets": shared_watch(target, JOBSET, namespace, prune=pruned_jobset),
+        "jobsets": shared_watch(target, JOBSET, namespace, prune=pruned_jobset, quiet=changes_nothing_a_wait_acts_on),
         "pods": shared_watch(
             target, POD, namespace, label_selector=well_known.JOBSET_NAME, index=by_label(well_known.JOBSET_NAME), prune=pruned_pod
         ),
@@ -112,7 +113,7 @@ def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dic
         "workloads": shared_watch(target, KUEUE_WORKLOAD, namespace, index=by_owner("JobSet"), prune=pruned_kueue_workload),
     }
     if backend == "pathwaysjob":
-        watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace, prune=pruned_pathwaysjob)
+        watches["pathwaysjobs"] = shared_watch(target, PATHWAYSJOB, namespace, prune=pruned_pathwaysjob, quiet=changes_nothing_a_wait_acts_on)
     return watches
 
 
@@ -426,8 +427,7 @@ class PathwaysJobTrigger(KillableTrigger):
         if saving_since is None:
             return frozenset()
         try:
-            events = await self.hook.list(EVENT, "default", field_selector=f"involvedObject.kind=Node,reason={ran_on.NODE_NOT_READY_REASON}",
-                                          attempts=1)
+            events = await self.hook.list(EVENT, ran_on.NODE_EVENTS_NAMESPACE, field_selector=ran_on.NODE_NOT_READY_SELECTOR, attempts=1)
         except Exception as error:  # then a node that came back counts as down until it did
             self.log.info("%s/%s: could not read the nodes' NodeNotReady events (%s)", self.namespace, self.name, describe(error))
             events = []
@@ -438,8 +438,6 @@ class PathwaysJobTrigger(KillableTrigger):
         read within :data:`PROGRESS_READ_SECONDS`; ``None`` when not known: then no loss counts as outlived."""
         if not self.checkpoint_dir:
             return None
-        from pathways_airflow.hooks.storage import newest_save_began_at
-
         try:
             return await asyncio.to_thread(
                 newest_save_began_at, self.checkpoint_dir, gcp_conn_id=self.gcp_conn_id, deadline=time.time() + PROGRESS_READ_SECONDS

@@ -99,8 +99,10 @@ def test_a_burst_of_watch_events_leaves_the_loop_turns_while_it_is_applied():
 
 def test_the_echo_of_a_note_a_wait_wrote_is_cached_without_waking_anyone():
     """A wait's notes on its workload come back as a watch event that changes only the
-    resourceVersion and this provider's annotations: cached for the next look, waking no one. A
-    change to anything else (a status, a label, another's annotation) wakes the workload's waits."""
+    resourceVersion and this provider's annotations: on the watches of the workloads the notes are
+    written on (``quiet``), cached for the next look, waking no one. A change to anything else (a
+    status, a label, another's annotation) wakes the workload's waits; so does every change on a
+    watch without that rule (a Job wait's, which keeps only names: ``pruned_to_name``)."""
     import copy
 
     def pathwaysjob(version: str, **annotations: str) -> dict:
@@ -121,8 +123,8 @@ def test_the_echo_of_a_note_a_wait_wrote_is_cached_without_waking_anyone():
     foreign["metadata"]["annotations"]["kueue.x-k8s.io/queue-name"] = "q"
     events = [("ADDED", first), ("MODIFIED", noted), ("MODIFIED", running), ("MODIFIED", foreign)]
 
-    async def scenario() -> list[tuple[str, bool]]:
-        watch = SharedWatch(ClusterTarget(), POD, "default", None)
+    async def scenario(quiet) -> list[tuple[str, bool]]:
+        watch = SharedWatch(ClusterTarget(), POD, "default", None, quiet=quiet)
         subscription = watch.subscribe(["train"])
         assert watch._task is not None
         watch._task.cancel()
@@ -148,4 +150,7 @@ def test_the_echo_of_a_note_a_wait_wrote_is_cached_without_waking_anyone():
         await asyncio.gather(following, return_exceptions=True)
         return seen
 
-    assert asyncio.run(scenario()) == [("1", True), ("2", False), ("3", True), ("4", True)]
+    from pathways_airflow.triggers.pruning import changes_nothing_a_wait_acts_on
+
+    assert asyncio.run(scenario(changes_nothing_a_wait_acts_on)) == [("1", True), ("2", False), ("3", True), ("4", True)]
+    assert asyncio.run(scenario(None)) == [("1", True), ("2", True), ("3", True), ("4", True)], "a watch that says when to look wakes at every change"

@@ -419,9 +419,9 @@ def test_a_slice_loss_the_program_rides_out_with_elastic_slices_is_recorded_and_
         from pathways_airflow.hooks.storage import newest_save_began_at
         from pathways_airflow.resources import EVENT
         from pathways_airflow.state.api_time import from_unix
-        from pathways_airflow.state.ran_on import went_not_ready
+        from pathways_airflow.state.ran_on import NODE_EVENTS_NAMESPACE, NODE_NOT_READY_SELECTOR, went_not_ready
 
-        marked = went_not_ready(PathwaysHook().list(EVENT, "default", field_selector="involvedObject.kind=Node,reason=NodeNotReady"))
+        marked = went_not_ready(PathwaysHook().list(EVENT, NODE_EVENTS_NAMESPACE, field_selector=NODE_NOT_READY_SELECTOR))
         began = newest_save_began_at(f"gs://pathways-demo/policy/runs-{task_id}/checkpoints")
         assert marked and began is not None, (marked, began)
         assert min(min(times) for times in marked.values()) < from_unix(began), "the save of step 39 began after the maintenance"

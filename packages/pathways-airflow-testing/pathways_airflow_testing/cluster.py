@@ -34,6 +34,7 @@ import yaml
 from aiohttp import web
 
 from pathways_airflow_testing.crds import load_crds
+from pathways_airflow_testing.scheduling import is_ready
 from pathways_airflow_testing.apiserver import ApiServer
 from pathways_airflow_testing.clock import VirtualClock
 from pathways_airflow_testing.controllers.base import Controller
@@ -580,7 +581,7 @@ class LocalCluster:
             stored = self.store.replace(nodes, updated)
             if updated.get("status") != stored.get("status"):
                 self.store.write_status(nodes, updated)
-            if _is_ready(node) and not _is_ready(updated):
+            if is_ready(node) and not is_ready(updated):
                 # The node lifecycle controller's record of the change (kubernetes
                 # pkg/controller/util/node/controller_utils.go, RecordNodeStatusChange): it outlives
                 # the condition, which a node that comes back overwrites.
@@ -835,10 +836,6 @@ def _taint(node: dict[str, Any], key: str, value: str, effect: str) -> None:
 
 def _untaint(node: dict[str, Any], key: str) -> None:
     node["spec"]["taints"] = [t for t in node["spec"].get("taints") or () if t["key"] != key]
-
-
-def _is_ready(node: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ())
 
 
 def _set_ready(node: dict[str, Any], ready: bool, reason: str, now: str) -> None:

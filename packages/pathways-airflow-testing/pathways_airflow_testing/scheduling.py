@@ -72,7 +72,8 @@ def _affinity_allows(pod: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or ()) for term in required)
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
+def is_ready(node: Mapping[str, Any]) -> bool:
+    """Whether the node's ``Ready`` condition is ``True``."""
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ()
     )
@@ -122,7 +123,7 @@ def choose_node(
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         name = node["metadata"]["name"]
         labels = node_labels[name]
-        if not _ready(node):
+        if not is_ready(node):
             refuse("node(s) were not ready")
             continue
         if node.get("spec", {}).get("unschedulable"):

@@ -100,10 +100,14 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
     # --- what a kill must delete ------------------------------------------------------------------
 
     def holding(self, resource: Resource, namespace: str, name: str) -> None:
-        """The task now also waits on this object: killing the task deletes it (the newest first)."""
+        """The task now also waits on this object: killing the task deletes it (the newest first).
+
+        Called once the object is created (and may be called before, too): a kill that landed
+        while the create was in flight found nothing to delete, so the object is deleted here."""
         item = (resource, namespace, name)
         with _HOLDING:
             self._held = (*(h for h in self._held if h != item), item)
+        self.raise_if_stopped()
 
     def released(self, resource: Resource | None = None, namespace: str = "", name: str = "") -> tuple[Held, ...]:
         """The object (with no arguments: every one) is finished with, deleted or left on purpose:
@@ -148,8 +152,10 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         return event
 
     def raise_if_stopped(self) -> None:
-        """Between the steps of a wait: a killed task goes no further (its objects are being deleted)."""
+        """Between the steps of a wait: a killed task goes no further. Its kill deleted what it held;
+        what it came to hold since (an object whose create raced the kill) is deleted now."""
         if self._stopped:
+            self.delete_each(reversed(self.released()))
             raise PathwaysError(f"{self.task_id} was stopped; what it created is being deleted")
 
     def on_kill(self) -> None:

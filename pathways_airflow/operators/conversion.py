@@ -367,6 +367,7 @@ class CheckpointConversionOperator(ReportsLineage, ClusterOperator):
         self.holding(JOB, self.namespace, name)
         poll = deletion_poll(self.poll_interval)
         adoption = self.hook.create_job_or_adopt(manifest, task_key, timeout=DELETE_WAIT_SECONDS, poll=poll)
+        self.holding(JOB, self.namespace, name)  # again: a kill that raced the create deletes what it made
         verb = "created" if adoption.created else "re-attached to the existing"
         container = manifest["spec"]["template"]["spec"]["containers"][0]
         command_line = " ".join([*container.get("command", ()), *container.get("args", ())])

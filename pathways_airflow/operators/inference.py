@@ -238,7 +238,6 @@ class _InferenceServerOperator(SuppliedServer, ClusterOperator):
         self.raise_if_stopped()
         resource, obj = self.serving.create_or_adopt(manifest, self.task_identity(context).key)
         self.holding(resource, self.namespace, manifest["metadata"]["name"])
-        self.raise_if_stopped()
         return obj
 
     def _preflight(self, server: InferenceServer, results_uri: str | None = None) -> None:
@@ -527,7 +526,7 @@ class InferenceBenchmarkOperator(ReportsLineage, _InferenceServerOperator):
         self.holding(JOB, self.namespace, names.job)
         poll = deletion_poll(self.poll_interval)
         self.hook.create_job_or_adopt(manifest, self.task_identity(context).key, timeout=self.cleanup_timeout, poll=poll)
-        self.raise_if_stopped()
+        self.holding(JOB, self.namespace, names.job)  # again: a kill that raced the create deletes what it made
         self.log.info(
             "benchmarking %s:%d with %d prompts at %s requests/s, max output length %d",
             names.service, run.engine.benchmark_port, run.num_prompts, run.request_rate, run.max_output_length,

@@ -398,6 +398,7 @@ class PathwaysJobOperator(ReportsLineage, SuppliedManifest, MindsMaintenance, Cl
         if fresh:
             resume_from = self._newest_checkpoint(context) if rounds.carries_on(plan.attempt, getattr(context["ti"], "try_number", None), identity.first_try) else None
             manifest = self.render_manifest(context, attempt=plan.attempt, resume_from=resume_from)
+            self.raise_if_stopped()  # killed while it prepared: submit nothing
             adoption = self.hook.create_or_adopt(manifest, identity.key)
             verb = "submitted" if adoption.created else "adopted the existing"
             self.log.info("%s %s %s/%s (%s)", verb, resource.kind, self.namespace, name, self._kubectl_hint(name))

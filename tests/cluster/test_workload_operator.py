@@ -200,6 +200,28 @@ def test_a_wait_in_the_worker_ends_as_soon_as_its_task_is_killed(pathways_cluste
     wait_for(lambda: hook.get(PATHWAYSJOB, "default", name) is None)
 
 
+def test_a_kill_that_races_the_submission_still_deletes_the_workload(pathways_cluster):
+    """The kill lands after the create request left but before the task held what it made: the kill
+    found nothing to delete, so the task deletes it itself before it stops."""
+    from pathways_airflow.exceptions import PathwaysError
+
+    ti = TaskInstance("dag", "onkill-race", "run-1")
+    task = operator("onkill-race", deferrable=False)
+    name = TaskIdentity("dag", "onkill-race", "run-1").workload_name()
+    create_or_adopt = task.hook.create_or_adopt
+
+    def created_then_killed(*args, **kwargs):
+        adoption = create_or_adopt(*args, **kwargs)
+        assert task.hook.get(PATHWAYSJOB, "default", name) is not None
+        task.on_kill()
+        return adoption
+
+    task.hook.create_or_adopt = created_then_killed
+    with pytest.raises(PathwaysError, match="was stopped"):
+        task.execute({"ti": ti})
+    wait_for(lambda: task.hook.get(PATHWAYSJOB, "default", name) is None, what="the raced PathwaysJob's deletion")
+
+
 def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_and_log(pathways_cluster):
     """The failed head pod is deleted with its Job; the trigger keeps what it saw of it."""
     from pathways_airflow.spec import build_workload, render

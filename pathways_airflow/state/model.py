@@ -123,6 +123,9 @@ class Observation:
     """We created (or adopted) it: if it is now missing, it was deleted."""
     jobs: tuple[dict[str, Any], ...] = ()
     """Its child Jobs as last seen (deleted ones too): their counts outlive their pods."""
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """What the core works out from these objects, kept for the rest of the look: one look asks the
+    same question (which pods are the current run's) several times. Not copied by ``replace``."""
 
 
 def kueue_workload_of(jobset_uid: str, workloads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:

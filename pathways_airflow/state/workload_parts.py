@@ -251,13 +251,19 @@ def newest_pod_per_host(workers: Iterable[Obj]) -> list[Obj]:
     return list(newest.values())
 
 
-def pods_of_current_attempt(observation: Observation) -> list[Obj]:
+def pods_of_current_attempt(observation: Observation) -> tuple[Obj, ...]:
     """Pods of the JobSet's current run (:func:`is_of_current_run`); without a JobSet, those of the
-    newest restart attempt any pod carries, plus any pod without an attempt label."""
-    if observation.jobset is not None:
-        return of_current_run(observation.pods, observation.jobset)
-    attempt = current_attempt(observation)
-    return [p for p in observation.pods if _attempt_label(p) in (None, attempt)]
+    newest restart attempt any pod carries, plus any pod without an attempt label. Worked out once
+    per observation (:attr:`~pathways_airflow.state.model.Observation.derived`)."""
+    found = observation.derived.get("pods_of_current_attempt")
+    if found is None:
+        if observation.jobset is not None:
+            found = tuple(of_current_run(observation.pods, observation.jobset))
+        else:
+            attempt = current_attempt(observation)
+            found = tuple(p for p in observation.pods if _attempt_label(p) in (None, attempt))
+        observation.derived["pods_of_current_attempt"] = found
+    return found
 
 
 def _replicated_job_of(pod: Obj) -> str:

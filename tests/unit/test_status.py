@@ -579,6 +579,24 @@ def test_pods_of_an_earlier_execution_are_not_the_current_runs():
     assert (after.phase, after.slices_ready, after.execution_attempts) == (Phase.RUNNING, 2, 1)
 
 
+def test_the_current_runs_pods_are_worked_out_once_per_observation_and_anew_for_a_replaced_one():
+    """A look asks for them several times; an observation made from another by ``replace`` (other
+    pods, another JobSet) must not answer from the first one's."""
+    from dataclasses import replace
+
+    from pathways_airflow.state.workload_parts import pods_of_current_attempt
+
+    earlier = fixture("running_two_slices")
+    executions(1, "0")(earlier)
+    observation = observe(fixture("running_two_slices"))
+    current = pods_of_current_attempt(observation)
+    assert current and pods_of_current_attempt(observation) is current
+    assert replace(observation, pods=()).derived == {} and pods_of_current_attempt(replace(observation, pods=())) == ()
+    left_behind = replace(observation, jobset=earlier["jobset"], pods=tuple(earlier["pods"]))
+    assert pods_of_current_attempt(left_behind) == ()
+    assert pods_of_current_attempt(observation) is current
+
+
 @pytest.mark.parametrize(("jobset_count", "pod_count"), [(1, None), (None, "0"), (None, None)], ids=["pods-unannotated", "not-counted", "neither"])
 def test_without_both_counts_every_pod_of_the_restart_attempt_is_current(jobset_count, pod_count):
     state = state_of("running_two_slices", executions(jobset_count, pod_count))

@@ -66,8 +66,10 @@ def with_where_they_ran_before(
     that came after the replacement (a triggerer restart, a retry re-attaching) would otherwise
     record only the healthy new nodes. Their records share one time, the earlier: a new node that
     went down before the replacement started on it reads as a disruption, never as a bug."""
+    if note is None:  # nothing to record at this look: the record on the workload is not read
+        return None
     earlier = _ran_on(workload or {}, restart, not_before)
-    if note is None or earlier is None:
+    if earlier is None:
         return note
     data = json.loads(note[RAN_ON_ANNOTATION])
     nodes = sorted({*earlier[1], *data["nodes"]})[:MAX_NODES]

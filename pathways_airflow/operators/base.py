@@ -155,12 +155,16 @@ class ClusterOperator(ClusterConnectionMixin, BaseOperator):
         """Between the steps of a wait: a killed task goes no further. Its kill deleted what it held;
         what it came to hold since (an object whose create raced the kill) is deleted now."""
         if self._stopped:
-            self.delete_each(reversed(self.released()))
+            self._delete_what_it_holds()
             raise PathwaysError(f"{self.task_id} was stopped; what it created is being deleted")
 
     def on_kill(self) -> None:
         """The task was killed (or timed out): stop its waits, and delete what it holds, the newest first."""
         self._stopped = True
+        self._delete_what_it_holds()
+
+    def _delete_what_it_holds(self) -> None:
+        """Release every object the task holds and delete them, the newest first."""
         held = self.released()
         if held:
             self.log.info("%s stopped: deleting %s", self.task_id, ", ".join(f"{r.kind} {ns}/{n}" for r, ns, n in held))

@@ -222,6 +222,27 @@ def test_a_kill_that_races_the_submission_still_deletes_the_workload(pathways_cl
     wait_for(lambda: task.hook.get(PATHWAYSJOB, "default", name) is None, what="the raced PathwaysJob's deletion")
 
 
+def test_a_task_killed_before_it_submits_submits_nothing(pathways_cluster):
+    """The kill lands while the task still prepares (maintenance, the checkpoint to resume from):
+    nothing is submitted for the kill to miss."""
+    from pathways_airflow.exceptions import PathwaysError
+
+    task = operator("onkill-early", deferrable=False)
+    creates: list[object] = []
+    create_or_adopt = task.hook.create_or_adopt
+
+    def counted(*args, **kwargs):
+        creates.append(args)
+        return create_or_adopt(*args, **kwargs)
+
+    task.hook.create_or_adopt = counted
+    task.on_kill()
+    with pytest.raises(PathwaysError, match="was stopped"):
+        task.execute({"ti": TaskInstance("dag", "onkill-early", "run-1")})
+    assert creates == []
+    assert task.hook.get(PATHWAYSJOB, "default", TaskIdentity("dag", "onkill-early", "run-1").workload_name()) is None
+
+
 def test_a_user_bug_on_the_pathwaysjob_backend_is_reported_with_its_exit_code_and_log(pathways_cluster):
     """The failed head pod is deleted with its Job; the trigger keeps what it saw of it."""
     from pathways_airflow.spec import build_workload, render

@@ -4,11 +4,13 @@ A real Airflow deployment (``tests/support/deployment.py``) on a private Postgre
 (``tests/support/postgres.py``): api-server, scheduler (LocalExecutor), dag-processor and two
 ``airflow triggerer`` processes, against a local cluster of one-host v5e slices. The fleet DAG
 (``dags/pw_triggerer_pool.py``) defers ``PATHWAYS_TRIGGERER_POOL_WAITS`` waits (default 24, for
-CI's time; each costs a worker run to defer and one to resume), which Airflow spreads over both
-triggerers as each asks for unassigned triggers. A sampler lists every PathwaysJob of the fleet
-every 0.1 s: per task, which workloads were ever created and how many were live at once.
+CI's time; each costs a worker run to defer and one to resume). Airflow gives a triggerer every
+unassigned trigger it has room for, so which one takes a burst of deferrals is a race; to make the
+spread certain, the first triggerer runs with ``--capacity`` of half the fleet and the second,
+unbounded, starts once the first is full and takes the rest. A sampler lists every PathwaysJob of
+the fleet every 0.1 s: per task, which workloads were ever created and how many were live at once.
 
-- **SIGKILL**: the triggerer holding the most waits dies at once; while nobody watches its
+- **SIGKILL**: the bounded triggerer, holding half the waits, dies at once; while nobody watches its
   share, the user's bug in one wait in ten exits 3 and the slice of another one in ten is lost.
   The survivor takes the dead one's triggers over once its heartbeat is older than
   ``[triggerer] triggerer_health_check_threshold`` (5 s here) and judges what happened while
@@ -53,6 +55,9 @@ PATHWAYSJOB = ("pathways-job.pathways.domain/v1", "PathwaysJob")
 GATES = "gs://pathways-demo/pool"
 HEALTH_CHECK_THRESHOLD = 5
 """``[triggerer] triggerer_health_check_threshold`` (s) of the deployment (tests/support/deployment.py)."""
+BOUNDED, UNBOUNDED = "triggerer", "triggerer.2"
+CAPACITY = math.ceil(WAITS / 2)
+"""The bounded triggerer's ``airflow triggerer --capacity``: the most triggers it runs at once."""
 
 
 def kind_of(map_index: int) -> str:
@@ -80,21 +85,24 @@ def fleet_cluster() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def pool(fleet_cluster, tmp_path_factory) -> Iterator[AirflowDeployment]:
-    """The deployment with two triggerers on PostgreSQL; ``pool.triggerer_jobs`` maps each
-    triggerer component to the id of its job (started one after the other to tell them apart)."""
+    """The deployment on PostgreSQL with the bounded triggerer running; a test starts the unbounded
+    one (``start_triggerer``). ``pool.triggerer_jobs`` maps each triggerer component to the id of
+    its job (started one after the other to tell them apart)."""
     with postgres.PostgresServer() as database:
         airflow = AirflowDeployment(
             tmp_path_factory.mktemp("airflow-triggerer-pool"), [DAG_FILE], cluster_environment(fleet_cluster),
-            database_url=database.url(),
+            database_url=database.url(), arguments={BOUNDED: ["--capacity", str(CAPACITY)]},
         )
         with airflow.serving(DAG_ID):
-            airflow.triggerer_jobs = {"triggerer": airflow.live_jobs("triggerer")[0]["id"]}  # type: ignore[attr-defined]
-            start_triggerer(airflow, "triggerer.2")
+            airflow.triggerer_jobs = {BOUNDED: airflow.live_jobs("triggerer")[0]["id"]}  # type: ignore[attr-defined]
             yield airflow
 
 
 def start_triggerer(airflow: AirflowDeployment, name: str) -> int:
-    """Start one more triggerer and note its job's id."""
+    """Start one more triggerer (unless it runs) and note its job's id."""
+    running = airflow.components.get(name)
+    if running is not None and running.process.poll() is None:
+        return int(airflow.triggerer_jobs[name])  # type: ignore[attr-defined]
     newest = max(j["id"] for j in airflow.live_jobs("triggerer")) if airflow.live_jobs("triggerer") else 0
     airflow.start(name)
     job = airflow.wait_for_new_job("triggerer", after_id=newest, timeout=90)["id"]
@@ -201,13 +209,20 @@ def leftovers(cluster: Any, sampler: WorkloadSampler[int]) -> list[str]:
 
 def test_a_triggerer_killed_mid_wait_costs_no_workload_and_misjudges_nothing(pool, fleet_cluster):
     budget = 120 + 3 * WAITS
+    if (second := pool.components.get(UNBOUNDED)) is not None and second.process.poll() is None:
+        second.process.terminate()  # the bounded triggerer must take its share first
+        second.process.wait(timeout=60)
     with fleet(pool, fleet_cluster, "sigkill", WAITS) as (run_id, sampler, gate):
+        jobs = pool.triggerer_jobs  # type: ignore[attr-defined]
+        wait_until(
+            f"{BOUNDED} holding {CAPACITY} waits, its capacity",
+            lambda: holders(task_instances(pool, run_id))[jobs[BOUNDED]] == CAPACITY, budget, interval=1.0,
+        )
+        start_triggerer(pool, UNBOUNDED)
         tis = all_deferred_and_watching(pool, fleet_cluster, run_id, sampler, WAITS, budget)
         held = holders(tis)
-        jobs = pool.triggerer_jobs  # type: ignore[attr-defined]
         assert all(held[job] > 0 for job in jobs.values()), f"the waits should be spread over both triggerers: {held}"
-        victim = max(jobs, key=lambda name: held[jobs[name]])
-        survivor = next(name for name in jobs if name != victim)
+        victim, survivor = BOUNDED, UNBOUNDED
         disrupted = [i for i in range(WAITS) if kind_of(i) == "disrupted"]
         pools = wait_until(
             "the slices of the waits to disrupt running",
@@ -250,8 +265,10 @@ def test_a_triggerer_killed_mid_wait_costs_no_workload_and_misjudges_nothing(poo
 
 
 def test_a_triggerer_stopped_gracefully_hands_its_waits_over_without_touching_a_workload(pool, fleet_cluster):
-    waits = max(10, WAITS // 3)
+    waits = min(max(10, WAITS // 3), CAPACITY)  # the bounded one has room for all if the other leaves
     budget = 120 + 3 * waits
+    for name in (BOUNDED, UNBOUNDED):
+        start_triggerer(pool, name)
     with fleet(pool, fleet_cluster, "sigterm", waits) as (run_id, sampler, gate):
         tis = all_deferred_and_watching(pool, fleet_cluster, run_id, sampler, waits, budget)
         held = holders(tis)

@@ -153,6 +153,7 @@ class AirflowDeployment:
         *,
         port: int | None = None,
         database_url: str | None = None,
+        arguments: Mapping[str, list[str]] | None = None,
     ):
         self.home = Path(home)
         self.dags = self.home / "dags"
@@ -165,6 +166,8 @@ class AirflowDeployment:
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_url = database_url or f"sqlite:///{self.home / 'airflow.db'}"
         self.env = {**os.environ, **self.settings(), **(env or {})}
+        self.arguments = dict(arguments or {})
+        """Command-line arguments per component name (``{"triggerer": ["--capacity", "12"]}``)."""
         self.components: dict[str, Component] = {}
         self._generations: dict[str, int] = {}
 
@@ -230,7 +233,7 @@ class AirflowDeployment:
             env = {**env, "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [AIRFLOW, command_of(name)], env=env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
+                [AIRFLOW, command_of(name), *self.arguments.get(name, [])], env=env, cwd=self.home, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         component = Component(name, process, log)

@@ -135,6 +135,7 @@ class Phases:
         self.marks: dict[str, dict[str, float]] = {}
         self.stalls: dict[str, list[float]] = {}
         self.watch_events = 0
+        self.looks = 0
         self.collections: dict[str, dict[int, list[float]]] = {}
         self.rss_peaks: dict[str, int] = {}
         self.ssl_contexts: dict[str, dict[str, float]] = {}
@@ -144,7 +145,7 @@ class Phases:
         if name in self.marks:
             return
         self.sample_rss()
-        self.marks[name] = {"time": time.time(), "cpu": time.process_time(), "rss_kb": rss_kb(), "watch_events": self.watch_events}
+        self.marks[name] = {"time": time.time(), "cpu": time.process_time(), "rss_kb": rss_kb(), "watch_events": self.watch_events, "looks": self.looks}
         self.name = name
         self.sample_rss()
         if name == "finish" and os.environ.get("TRIGGERER_SCALE_TRACEMALLOC"):
@@ -184,6 +185,20 @@ class Phases:
             return events
 
         api.JsonLines.feed = feed  # type: ignore[method-assign]
+
+    def count_looks(self) -> None:
+        """Count the looks ours takes (an observation of a workload from the caches, judged by the
+        state core): the events per look say how well a change's events are taken together."""
+        trigger = sys.modules.get("pathways_airflow.triggers.workload")
+        if trigger is None:
+            return
+        observe = trigger.observe
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.looks += 1
+            return observe(*args, **kwargs)
+
+        trigger.observe = counted
 
     def time_ssl_contexts(self) -> None:
         """Count and time every ``ssl.create_default_context`` call, with the most CA
@@ -236,6 +251,7 @@ async def triggerer(spec_path: str, out_path: str) -> None:
     loop = asyncio.get_running_loop()
     phases = Phases()
     phases.count_watch_events()
+    phases.count_looks()
     phases.time_ssl_contexts()
     gc.callbacks.append(phases.on_gc)
     phases.mark("start")
@@ -1210,6 +1226,7 @@ def window_figures(out: dict[str, Any], timeline: Timeline, count: int) -> dict[
         "startup_max_stall_ms": round(out["stalls"].get("start", {}).get("max", 0.0) * 1000, 1),
         "watch_events_in_window": watch_events,
         "cpu_us_per_watch_event": round(cpu / watch_events * 1e6, 1) if watch_events else None,
+        "looks_in_window": marks["finish"].get("looks", 0) - marks["steady"].get("looks", 0),
         "full_gc": {p: {"count": c.get("count", 0), "max_ms": round(c.get("max", 0.0) * 1000, 1)} for p, c in full_collections.items()},
         "max_full_gc_ms_in_windows": round(max((full_collections.get(p, {}).get("max", 0.0) for p in ("steady", "finish")), default=0.0) * 1000, 1),
         "ssl_contexts": {p: ssl_figures(out["ssl_contexts"].get(p)) for p in ("steady", "finish")},

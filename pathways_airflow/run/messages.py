@@ -106,6 +106,9 @@ def transition_line(previous: WorkloadState | None, current: WorkloadState) -> s
 
 
 STUCK_LOG_EVERY_SECONDS = 300.0
+WAITING_PHASES = (Phase.QUEUED, Phase.PROVISIONING, Phase.RESTARTING)
+"""The phases in which the workload waits for something, and the task log says what every
+:data:`STUCK_LOG_EVERY_SECONDS`."""
 """How often a workload that is not running yet says again what holds it."""
 
 
@@ -117,7 +120,7 @@ def still_waiting_line(state: WorkloadState, waiting_since: float, last_said: fl
     its first line, and the message says what to act on (Kueue's reason with the queue's usage,
     the scheduler's reason for a pending pod, a container that cannot start).
     """
-    if state.phase not in (Phase.QUEUED, Phase.PROVISIONING, Phase.RESTARTING) or now - last_said < STUCK_LOG_EVERY_SECONDS:
+    if state.phase not in WAITING_PHASES or now - last_said < STUCK_LOG_EVERY_SECONDS:
         return None
     return f"still {_brief(state)} after {(now - waiting_since) / 60:.0f} min: {state.message or 'no reason given'}"
 

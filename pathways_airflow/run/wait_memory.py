@@ -17,7 +17,7 @@ from pathways_airflow.run.annotations import (
     RECOVERED_ANNOTATION, disruption_seen, disruption_seen_annotation, disruption_seen_at, ended_by_annotation, phases_annotation,
     phases_written, restarts_annotation, restarts_written, resumed_from_annotation, resumed_from_written,
 )
-from pathways_airflow.run.messages import still_waiting_line, transition_line
+from pathways_airflow.run.messages import STUCK_LOG_EVERY_SECONDS, WAITING_PHASES, still_waiting_line, transition_line
 from pathways_airflow.run.progress import FROM_SCRATCH, last_completed_step, step_resumed_from
 from pathways_airflow.run.records import JOBSET_RESTART, PROGRAM_RECOVERY, Disruption, PhaseSeen
 from pathways_airflow.run.timeline import phases_with
@@ -340,6 +340,30 @@ def resume_line_to_log(before: WaitMemory, after: WaitMemory) -> str | None:
     if before.resumed_from is not None or after.resumed_from is None:
         return None
     return f"its program restored {'no checkpoint' if after.resumed_from == FROM_SCRATCH else f'step {after.resumed_from}'} (its log says)"
+
+
+HELD_RESTART_RETRY_SECONDS = 1.0
+"""After a failed delete of what holds a JobSet's restart up, the next look comes this soon (the
+usual ``Retry-After`` of a throttled API)."""
+
+
+def look_again_within(memory: WaitMemory, state: WorkloadState, now: float, recheck: float) -> float:
+    """How long a wait may go without a look if no watch wakes it: ``recheck`` (the safety net
+    under the watches), or sooner when a look is due by the clock alone: the events to read again
+    while child objects are missing, the end of the garbage collector's margin on a held-up restart
+    (or a retry soon after a delete that failed), the place in Kueue's queue, and the next
+    ``still ... after N min`` line while the workload waits (:func:`line_to_log`)."""
+    wait = recheck
+    if memory.next_creation_check:
+        wait = min(wait, creation.CHECK_EVERY_SECONDS)
+    if memory.collector_late_since is not None:
+        held_until = memory.collector_late_since + reclaim.COLLECTOR_MARGIN_SECONDS
+        wait = min(wait, held_until - now if held_until > now else HELD_RESTART_RETRY_SECONDS)
+    if state.phase is Phase.QUEUED and memory.next_queue_check:
+        wait = min(wait, memory.next_queue_check - now)
+    if state.phase in WAITING_PHASES:
+        wait = min(wait, memory.said_at + STUCK_LOG_EVERY_SECONDS - now)
+    return max(0.0, wait)
 
 
 def line_to_log(memory: WaitMemory, state: WorkloadState, now: float) -> str | None:

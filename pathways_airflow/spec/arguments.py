@@ -40,10 +40,14 @@ def known_problems(problems: Iterable[SpecProblem], values: Mapping[str, Any]) -
 
 TASK_LIMIT = "execution_timeout"
 """The task's own time limit, as a wait that runs out of it names it (and raises ``AirflowTaskTimeout``)."""
-POLL_INTERVAL_SECONDS = {"job": 10.0, "server": 10.0, "workload": 60.0, "slices": 60.0, "checkpoint": 60.0, "asset": 300.0}
+POLL_INTERVAL_SECONDS = {"job": 10.0, "server": 10.0, "workload": 300.0, "slices": 60.0, "checkpoint": 60.0, "asset": 300.0}
 """How often a wait looks anyway, by what it waits on, when nothing wakes it sooner (every wait
-here is woken by a watch, or is a sensor's poke): a Job or a server within seconds, a workload,
-slices or a checkpoint within a minute, an asset watcher's checkpoint scan every five."""
+here is woken by a watch, or is a sensor's poke): a Job or a server within seconds, slices or a
+checkpoint within a minute, an asset watcher's checkpoint scan every five. A workload's wait
+watches every object its state is made of, and looks sooner whenever the clock alone makes a
+look due (:func:`~pathways_airflow.run.wait_memory.look_again_within`); its look anyway, every
+five minutes, is only the safety net under the watches: at one a minute it was a third of a
+fleet's looks (``benchmarks/README.md``)."""
 DELETE_POLL_SECONDS = 1.0
 """The longest pause of a wait for deleted objects to be gone: their TPUs are freed only then."""
 

@@ -55,9 +55,6 @@ from pathways_airflow.triggers.watch import (
 SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state", "poll_interval", "until_phase",
               "delete_on_timeout", "api_outage_seconds", "reads_resume", "checkpoint_dir", "gcp_conn_id")
 """The arguments the triggerer re-creates the trigger from (its database row)."""
-HELD_RESTART_RETRY_SECONDS = 1.0
-"""After a failed delete of what holds a JobSet's restart up, the next look comes this soon (the
-usual ``Retry-After`` of a throttled API)."""
 PROGRESS_READ_SECONDS = 10.0
 """How long a verdict that only the nodes a program ran on vouch for waits to read its newest
 checkpoint (a GCS outage then costs the verdict that long, never the task's whole time)."""
@@ -257,14 +254,7 @@ class PathwaysJobTrigger(KillableTrigger):
                 remaining = None if self.deadline is None else self.deadline - time.time()
                 if remaining is not None and remaining <= 0:
                     break
-                wait = recheck_in(self.poll_interval, remaining)
-                if memory.next_creation_check:  # child objects are missing: look at the events again soon
-                    wait = min(wait, creation.CHECK_EVERY_SECONDS)
-                if memory.collector_late_since is not None:  # a restart held up: look again when the collector's margin runs out,
-                    held_until = memory.collector_late_since + reclaim.COLLECTOR_MARGIN_SECONDS  # or soon after a delete that failed
-                    wait = min(wait, max(held_until - time.time(), 0.0 if held_until > now else HELD_RESTART_RETRY_SECONDS))
-                if state.phase is model.Phase.QUEUED and memory.next_queue_check:  # its place in the queue moves
-                    wait = min(wait, max(0.0, memory.next_queue_check - time.time()))
+                wait = wait_memory.look_again_within(memory, state, time.time(), recheck_in(self.poll_interval, remaining))
                 await wait_for_change(list(subscriptions.values()), wait)
             deleted = self.delete_on_timeout and await self._delete("the task's execution_timeout passed")
             yield TriggerEvent(records.WorkloadEvent("timeout", self.name, state=memory.state, deleted=deleted).to_payload())

@@ -578,3 +578,25 @@ def test_where_the_workers_run_is_written_again_after_kueue_admits_the_workload_
     again = {"status": {"conditions": [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-11-22T07:50:00Z"}]}}
     moved, _ = remembered(same, replace(observation, kueue_workload=again), state, T0 + 2)
     assert len(moved.where_recorded) == 2, "the placement after the re-admission is written too"
+
+
+def test_a_wait_looks_again_by_the_clock_only_when_a_look_is_due():
+    from pathways_airflow.run.messages import STUCK_LOG_EVERY_SECONDS
+    from pathways_airflow.run.wait_memory import HELD_RESTART_RETRY_SECONDS, look_again_within
+    from pathways_airflow.state import creation, reclaim
+    from pathways_airflow.state.model import Phase, WorkloadState
+
+    now, recheck = 10_000.0, 300.0
+    running, queued, provisioning = (WorkloadState(p) for p in (Phase.RUNNING, Phase.QUEUED, Phase.PROVISIONING))
+    quiet = WaitMemory(said_at=now)
+    assert look_again_within(quiet, running, now, recheck) == recheck, "a running workload: the watches say when"
+    assert look_again_within(quiet, provisioning, now, recheck) == min(recheck, STUCK_LOG_EVERY_SECONDS)
+    assert look_again_within(replace(quiet, said_at=now - 290), provisioning, now, recheck) == pytest.approx(10.0), "the next 'still ...' line"
+    assert look_again_within(replace(quiet, said_at=now - 900), provisioning, now, recheck) == 0.0
+    assert look_again_within(replace(quiet, next_queue_check=now + 12), queued, now, recheck) == pytest.approx(12.0)
+    assert look_again_within(replace(quiet, next_queue_check=now + 12), running, now, recheck) == recheck, "admitted meanwhile"
+    assert look_again_within(replace(quiet, next_creation_check=now + 1), running, now, recheck) == creation.CHECK_EVERY_SECONDS
+    late = replace(quiet, collector_late_since=now - 2)
+    assert look_again_within(late, running, now, recheck) == pytest.approx(reclaim.COLLECTOR_MARGIN_SECONDS - 2)
+    assert look_again_within(replace(quiet, collector_late_since=now - 60), running, now, recheck) == HELD_RESTART_RETRY_SECONDS
+    assert look_again_within(quiet, running, now, 0.5) == 0.5, "never later than the recheck (or the task's deadline) asks"

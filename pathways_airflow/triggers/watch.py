@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, MAX_ATTEMPTS
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
+from pathways_airflow.triggers.pruning import with_shared_strings
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ class SharedWatch:
             # Items that are not objects with metadata are skipped, as malformed watch events are:
             # the state core reads pod["metadata"] and must never see one without it.
             page = [o for o in body.get("items") or [] if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
-            items.extend(page if self.prune is None else map(self.prune, page))
+            items.extend(map(self._cached, page))
             metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
             version = version or str(metadata.get("resourceVersion") or "")
             token = metadata.get("continue") if isinstance(metadata.get("continue"), str) else None
@@ -354,8 +355,7 @@ class SharedWatch:
                 received = True
                 if kind == "BOOKMARK":
                     continue
-                if self.prune is not None:
-                    obj = self.prune(obj)
+                obj = self._cached(obj)
                 live = self.objects.get(_key(obj))
                 if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
                     self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
@@ -377,6 +377,10 @@ class SharedWatch:
             if not received:
                 await asyncio.sleep(0)  # an empty stream (timeout, dropped): watch again at once
 
+
+    def _cached(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as the cache keeps it: pruned, its strings shared with the other cached objects."""
+        return with_shared_strings(obj if self.prune is None else self.prune(obj))
 
     def _remember_deleted(self, obj: dict[str, Any]) -> None:
         meta = obj.setdefault("metadata", {})

@@ -106,10 +106,10 @@ def transition_line(previous: WorkloadState | None, current: WorkloadState) -> s
 
 
 STUCK_LOG_EVERY_SECONDS = 300.0
+"""How often a workload that is not running yet says again what holds it."""
 WAITING_PHASES = (Phase.QUEUED, Phase.PROVISIONING, Phase.RESTARTING)
 """The phases in which the workload waits for something, and the task log says what every
 :data:`STUCK_LOG_EVERY_SECONDS`."""
-"""How often a workload that is not running yet says again what holds it."""
 
 
 def still_waiting_line(state: WorkloadState, waiting_since: float, last_said: float, now: float) -> str | None:

@@ -377,7 +377,6 @@ class SharedWatch:
             if not received:
                 await asyncio.sleep(0)  # an empty stream (timeout, dropped): watch again at once
 
-
     def _cached(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` as the cache keeps it: pruned, its strings shared with the other cached objects."""
         return with_shared_strings(obj if self.prune is None else self.prune(obj))

@@ -72,7 +72,6 @@ import json
 import logging
 import os
 import random
-import resource
 import ssl
 import subprocess
 import sys
@@ -98,7 +97,7 @@ RSS_EVERY_TICKS = 10
 """The ticker reads the process's RSS every this many ticks (100 ms): a window's peak, not only its ends."""
 ENDINGS = ("succeeding", "failing", "disrupted")
 SETTLING_ENDING = "failing"
-"""A user error's verdict waits on purpose (``VERDICT_SETTLE_SECONDS``, twice) for the other watches;
+"""A user error's verdict waits on purpose (``VERDICT_SETTLE_LIMIT_SECONDS``) for the other watches;
 the reaction target leaves it out."""
 
 
@@ -326,7 +325,10 @@ async def triggerer(spec_path: str, out_path: str) -> None:
             {
                 "baseline_rss_kb": baseline_rss,
                 "import_seconds": import_seconds,
-                "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                # The highest RSS the ticker sampled (every 100 ms), not getrusage's ru_maxrss: on
+                # Linux a child starts with its parent's at the fork and keeps it across exec, so
+                # that was the driver's RSS (the local cluster's), not this process's.
+                "peak_rss_kb": max(phases.rss_peaks.values(), default=rss_kb()),
                 "marks": phases.marks,
                 "stalls": {name: {"max": max(v), "p99": percentile(v, 0.99), "over_100ms": sum(1 for s in v if s > STALL_LIMIT), "ticks": len(v)} for name, v in phases.stalls.items() if v},
                 "collections": {
@@ -799,7 +801,11 @@ class Fleet:
         made: dict[tuple[str, str], dict[str, Any]] = {}  # what its controller events are about, by (kind, name)
         made[("PathwaysJob", name)] = store.create(self.k_pathwaysjob, renamed(self.templates["pathwaysjob"], name, ns), namespace=ns)
         jobset = renamed(self.templates["jobset"], name, ns)
-        created = store.create(self.k_jobset, jobset, namespace=ns)
+        created = store.create(self.k_jobset, jobset, namespace=ns)  # suspended by Kueue's webhook (admission.py)
+        if name not in self.queued:
+            # Admitted: Kueue resumes the JobSet (kueue pkg/controller/jobframework/reconciler.go,
+            # startJob; the JobSet integration's RunWithPodSetsInfo sets spec.suspend to false).
+            created = store.replace(self.k_jobset, {**created, "spec": {**created["spec"], "suspend": False}})
         running_status = jobset["status"]
         created["status"] = {"restarts": 0, "conditions": [c for c in running_status.get("conditions", []) if c["type"].startswith("StartupPolicyInProgress")]}
         made[("JobSet", name)] = store.write_status(self.k_jobset, created)
@@ -1312,10 +1318,11 @@ def target(measured: float | None, limit: float | None, unit: str, stated_at: in
         "margin": round(limit - measured, 3) if known else None,  # type: ignore[operator]
         "margin_of_limit": round((limit - measured) / limit, 3) if known and limit else None,  # type: ignore[operator]
     }
+    why = details.pop("why", "not measured in this run")
     if failed:
         result["missed_because"] = failed
     elif not known:
-        result["not_measured"] = details.pop("why", "not measured in this run")
+        result["not_measured"] = why
     result.update(details)
     return result
 

@@ -58,7 +58,7 @@ SERIALIZED = ("name", "namespace", "backend", "target", "deadline", "last_state"
 PROGRESS_READ_SECONDS = 10.0
 """How long a verdict that only the nodes a program ran on vouch for waits to read its newest
 checkpoint (a GCS outage then costs the verdict that long, never the task's whole time)."""
-VERDICT_SETTLE_SECONDS = 2.0
+VERDICT_SETTLE_LIMIT_SECONDS = 3.0
 """How long the other watches get to catch up before a user-error or no-evidence verdict is final."""
 
 
@@ -344,21 +344,30 @@ class PathwaysJobTrigger(KillableTrigger):
         self, observation: model.Observation, live: wait_memory.Jobs, subscriptions: dict[str, Any], watches: dict[str, SharedWatch],
         memory: wait_memory.WaitMemory | None = None,
     ) -> tuple[disruption.Classification, tuple[dict[str, Any], ...]]:
-        """Why it stopped, looked at twice when the first verdict could still change (and the child
-        Jobs the second look saw).
+        """Why it stopped, looked at again while the verdict could still change (and the child Jobs
+        the last look saw).
 
         The workload's watch can run ahead of the pods' and Jobs' watches: a program that died
         because its slice went away looks like a user's bug until the workers' DisruptionTarget
         arrives, and a user's bug looks like nothing at all until the head's exit code does. Both
-        verdicts decide whether a slice is spent again, so the other watches get to catch up.
+        verdicts decide whether a slice is spent again, so the other watches get
+        :data:`VERDICT_SETTLE_LIMIT_SECONDS` to catch up: each change they bring is looked at, and
+        a verdict they can no longer change (the disruption arrived) is final at once. The look
+        that ends the settle reads the nodes too, whose changes wake no wait. The wait ends with
+        this verdict, so the changes are consumed here.
         """
         classified = await self._classify(observation, live, memory=memory)
         if not disruption.worth_a_second_look(classified):
             return classified, ()
-        await wait_for_change(list(subscriptions.values()), VERDICT_SETTLE_SECONDS, consume=False)
-        await asyncio.sleep(VERDICT_SETTLE_SECONDS / 2)
-        again = observe(self.backend, self.name, self.namespace, watches)
-        return await self._classify(again, wait_memory.live_jobs_with(live, again.jobs), memory=memory), again.jobs
+        settled_by = time.monotonic() + VERDICT_SETTLE_LIMIT_SECONDS
+        while True:
+            left = settled_by - time.monotonic()
+            woken = left > 0 and await wait_for_change(list(subscriptions.values()), left)
+            again = observe(self.backend, self.name, self.namespace, watches)
+            live = wait_memory.live_jobs_with(live, again.jobs)
+            classified = await self._classify(again, live, memory=memory)
+            if not woken or not disruption.worth_a_second_look(classified):
+                return classified, again.jobs
 
     async def _classify(
         self, observation: model.Observation, live: wait_memory.Jobs, attempt: int | None = None, memory: wait_memory.WaitMemory | None = None,

@@ -490,13 +490,9 @@ def recheck_in(period: float, remaining: float | None) -> float:
     return spread(period) if remaining is None else min(spread(period), remaining)
 
 
-async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, consume: bool = True) -> bool:
-    """Wait until any subscription fires (True) or ``timeout`` seconds pass (False).
-
-    ``consume``: re-arm the subscriptions. A wait that only lets the watches catch up before a
-    second look passes ``False``, so the change stays for the loop that acts on the new state:
-    consumed there, a workload that finished during the look would wait a whole recheck unseen.
-    """
+async def wait_for_change(subscriptions: list[Subscription], timeout: float) -> bool:
+    """Wait until any subscription fires (True) or ``timeout`` seconds pass (False); either way
+    the subscriptions are re-armed, so the next wait waits for a change after this one."""
     events = list({id(s.changed): s.changed for s in subscriptions}.values())
     if len(events) == 1:  # one shared event (a trigger's usual case): no task per wait, nothing to cancel
         done = events[0].is_set()
@@ -515,7 +511,6 @@ async def wait_for_change(subscriptions: list[Subscription], timeout: float, *, 
         finally:
             for waiter in waiters:
                 waiter.cancel()
-    if consume:
-        for subscription in subscriptions:
-            subscription.changed.clear()
+    for subscription in subscriptions:
+        subscription.changed.clear()
     return bool(done)

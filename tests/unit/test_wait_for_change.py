@@ -1,4 +1,4 @@
-"""A look that lets the watches catch up leaves the change it saw for the loop that acts on it."""
+"""A wait for a change returns at the first one, re-armed for the next; a timeout is no change."""
 
 from __future__ import annotations
 
@@ -7,33 +7,31 @@ import asyncio
 from pathways_airflow.triggers.watch import Subscription, wait_for_change
 
 
-def test_a_consuming_wait_rearms_and_a_peek_leaves_the_change_set():
-    async def main() -> tuple[bool, bool, bool, bool]:
+def test_a_wait_returns_at_a_change_and_rearms_for_the_next():
+    async def main() -> tuple[bool, bool, bool]:
         workload, pods = Subscription(), Subscription()
         asyncio.get_running_loop().call_later(0.01, workload.changed.set)
-        peeked = await wait_for_change([workload, pods], 5, consume=False)
-        still_set = workload.changed.is_set()
-        consumed = await wait_for_change([workload, pods], 5)  # returns at once: the change is still there
+        woken = await wait_for_change([workload, pods], 5)
+        rearmed = not workload.changed.is_set()
         quiet = await wait_for_change([workload, pods], 0.01)
-        return peeked, still_set, consumed, quiet
+        return woken, rearmed, quiet
 
-    assert asyncio.run(main()) == (True, True, True, False)
+    assert asyncio.run(main()) == (True, True, False)
 
 
 def test_subscriptions_sharing_one_event_wait_on_it_alone_with_the_same_answers():
-    async def main() -> tuple[bool, bool, bool, bool, int]:
+    async def main() -> tuple[bool, bool, bool, int]:
         shared = asyncio.Event()
         workload, pods = Subscription(changed=shared), Subscription(changed=shared)
         before, during = len(asyncio.all_tasks()), []
         asyncio.get_running_loop().call_later(0.005, lambda: during.append(len(asyncio.all_tasks())))
         asyncio.get_running_loop().call_later(0.01, pods.changed.set)
-        peeked = await wait_for_change([workload, pods], 5, consume=False)
+        woken = await wait_for_change([workload, pods], 5)
         tasks_while_waiting = during[0] - before
-        consumed = await wait_for_change([workload, pods], 5)
         quiet = await wait_for_change([workload, pods], 0.01)
-        return peeked, workload.changed.is_set(), consumed, quiet, tasks_while_waiting
+        return woken, workload.changed.is_set(), quiet, tasks_while_waiting
 
-    assert asyncio.run(main()) == (True, False, True, False, 0)
+    assert asyncio.run(main()) == (True, False, False, 0)
 
 
 def test_a_wait_on_a_change_already_there_still_gives_the_loop_a_turn():
@@ -46,7 +44,7 @@ def test_a_wait_on_a_change_already_there_still_gives_the_loop_a_turn():
             order.append("other")
 
         asyncio.get_running_loop().create_task(other())
-        await wait_for_change([Subscription(changed=shared)], 5, consume=False)
+        await wait_for_change([Subscription(changed=shared)], 5)
         order.append("waited")
         return order
 

@@ -37,8 +37,10 @@ from pathways_airflow.hooks.api import (
     api_error_message,
     call_options,
     describe,
+    event_of,
     is_transient,
     json_body,
+    list_of,
     log_query,
     object_path,
     retry_after_seconds,
@@ -434,7 +436,7 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def request(
         self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None, content_type: str = "application/json",
-        attempts: int | None = None,
+        attempts: int | None = None, shape: type | None = None,
     ) -> Any:
         async for attempt in AsyncRetrying(**retry_options(self.log, attempts, self.outage_seconds)):
             with attempt:
@@ -444,7 +446,7 @@ class AsyncPathwaysHook(_ClusterHook):
                         data = await response.read()
                     finally:
                         response.release()
-                return json_body(method, path, data)
+                return json_body(method, path, data, shape)
         raise KubernetesApiError(f"{method} {path}: no attempt was made")  # pragma: no cover
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -456,12 +458,12 @@ class AsyncPathwaysHook(_ClusterHook):
 
     async def list_page(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
-        limit: int | None = None, continue_token: str | None = None, attempts: int | None = None,
+        limit: int | None = None, continue_token: str | None = None, attempts: int | None = None, shape: type | None = None,
     ) -> dict[str, Any]:
-        """One page of a list: its items, the list's resourceVersion (where a watch starts), and
-        ``continue`` while a ``limit``ed list has more."""
+        """One page of a list: its items (decoded to ``shape``: :func:`~pathways_airflow.hooks.api.decoded`),
+        the list's resourceVersion (where a watch starts), and ``continue`` while a ``limit``ed list has more."""
         query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_token}
-        return await self.request("GET", resource.path(namespace), query=query, attempts=attempts) or {}
+        return await self.request("GET", resource.path(namespace), query=query, attempts=attempts, shape=list_of(shape)) or {}
 
     async def list(
         self, resource: Resource, namespace: str | None = None, *, label_selector: str | None = None, field_selector: str | None = None,
@@ -500,22 +502,18 @@ class AsyncPathwaysHook(_ClusterHook):
         *,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        shape: type | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events from ``resource_version`` (with bookmarks) until the server closes the stream.
 
         Raises the API's error for a failed request; an ``ERROR`` event (e.g. 410 Gone) is yielded
-        as it comes, for the caller to decide. Lines are read whole however long they are.
+        as it comes, for the caller to decide. Lines are read whole however long they are, objects decoded to ``shape``.
         """
         async with self.api_client() as client:
-            query = {
-                "watch": True,
-                "resourceVersion": resource_version,
-                "allowWatchBookmarks": True,
-                "timeoutSeconds": timeout_seconds,
-                "labelSelector": label_selector,
-            }
+            query = {"watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": True, "timeoutSeconds": timeout_seconds,
+                     "labelSelector": label_selector}
             response = await self._send(client, "GET", resource.path(namespace), call_options(query, timeout=timeout_seconds + 30))
-            lines = JsonLines()
+            lines = JsonLines(event_of(shape))
             try:
                 async for chunk in response.content.iter_any():
                     for event in lines.feed(chunk):

@@ -35,9 +35,9 @@ only widen the gap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from sys import intern
-from typing import Any
+from typing import Any, TypedDict
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
@@ -284,3 +284,57 @@ def with_shared_strings(value: Any) -> Any:
     if type(value) is str and len(value) <= SHARED_STRING_MAX:
         return intern(value)
     return value
+
+
+def _shape(name: str, fields: Mapping[str, Any]) -> type:
+    """A ``TypedDict`` of ``fields``, none of them required (:func:`~pathways_airflow.hooks.api.decoded`)."""
+    return TypedDict(name, dict(fields), total=False)  # type: ignore[operator]
+
+
+_OBJECT_META = _shape(
+    "ObjectMeta",
+    dict.fromkeys(
+        (
+            "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp",
+            "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers",
+        ),
+        Any,
+    ),
+)
+"""Every field of apimachinery's ``ObjectMeta`` (``pkg/apis/meta/v1/types.go``) but ``managedFields``:
+a superset of what :func:`_metadata` keeps."""
+
+
+def _object(kind: str, **fields: Any) -> type:
+    """The fields of a ``kind`` object a decoder keeps for its pruning: ``apiVersion``, ``kind``,
+    ``metadata`` but ``managedFields``, ``status`` whole, and ``fields`` (besides, or instead); and ``code`` and
+    ``message``, which an ``ERROR`` watch event's ``Status`` carries and the watch reads."""
+    return _shape(kind, {"apiVersion": Any, "kind": Any, "metadata": _OBJECT_META, "status": Any, "code": Any, "message": Any, **fields})
+
+
+_NAMED = _shape("Named", {"name": Any})
+_FLAGGED = _shape("FlaggedContainer", {"name": Any, "args": Any})
+_TEMPLATE_POD_SPEC = _shape("TemplatePodSpec", {"nodeSelector": Any, **dict.fromkeys(POD_TEMPLATE_CONTAINERS, list[_FLAGGED])})  # type: ignore[valid-type]
+_JOB_SPEC = _shape("JobSpec", {"parallelism": Any, "template": _shape("PodTemplate", {"spec": _TEMPLATE_POD_SPEC})})
+_REPLICATED_JOB = _shape("ReplicatedJob", {"name": Any, "replicas": Any, "template": _shape("JobTemplate", {"spec": _JOB_SPEC})})
+
+DECODED_FIELDS: dict[Callable[[dict[str, Any]], dict[str, Any]], type] = {
+    pruned_pod: _object("Pod", spec=_shape("PodSpec", {"containers": list[_NAMED], "nodeName": Any})),  # type: ignore[valid-type]
+    pruned_job: _object("Job"),
+    pruned_to_name: _shape("NameOnly", {"metadata": _shape("NameMeta", {"name": Any, "namespace": Any, "resourceVersion": Any}), "code": Any, "message": Any}),
+    pruned_jobset: _object(
+        "JobSet",
+        spec=_shape(
+            "JobSetSpec", {"suspend": Any, "coordinator": Any, "failurePolicy": Any, "replicatedJobs": list[_REPLICATED_JOB]}  # type: ignore[valid-type]
+        ),
+    ),
+    pruned_pathwaysjob: _object("PathwaysJob", spec=Any),
+    pruned_kueue_workload: _object("KueueWorkload", spec=_shape("WorkloadSpec", {"maximumExecutionTimeSeconds": Any, "queueName": Any})),
+    pruned_node: _object(
+        "Node", spec=_shape("NodeSpec", {"taints": Any, "unschedulable": Any}), status=_shape("NodeStatus", {"conditions": Any})
+    ),
+}
+"""What is decoded of an object whose cache keeps what the function names: a superset of what that
+function keeps, so that pruning the shaped object keeps what pruning the whole one would
+(``tests/unit/test_pruning.py``), without the templates, images and ``managedFields`` being made
+into Python objects first (:func:`~pathways_airflow.hooks.api.decoded`)."""

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 from pathways_airflow.hooks.api import API_OUTAGE_LIMIT_SECONDS, MAX_ATTEMPTS
 from pathways_airflow.hooks.pathways import AsyncPathwaysHook, ClusterTarget, status_of
 from pathways_airflow.resources import Resource
-from pathways_airflow.triggers.pruning import with_shared_strings
+from pathways_airflow.triggers.pruning import DECODED_FIELDS, with_shared_strings
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class SharedWatch:
         self.label_selector = label_selector
         self.index = index
         self.prune = prune
+        self.shape = DECODED_FIELDS.get(prune) if prune is not None else None
+        """What is decoded of each object, a superset of what ``prune`` keeps (``None``: all of it)."""
         self.quiet = quiet
         """A change (cached before, cached after) no subscriber is woken for, kept in the cache all the same."""
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
@@ -292,7 +294,8 @@ class SharedWatch:
         version, token = "", None
         while True:
             body = await self.hook.list_page(
-                self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token, attempts=MAX_ATTEMPTS
+                self.resource, self.namespace, label_selector=self.label_selector, limit=LIST_PAGE, continue_token=token, attempts=MAX_ATTEMPTS,
+                shape=self.shape,
             )
             if not isinstance(body, dict) or not isinstance(body.get("items") or [], list):
                 raise ValueError(f"listing {self.resource.plural}: not a list object: {str(body)[:200]!r}")
@@ -341,6 +344,7 @@ class SharedWatch:
                 self.resource_version,
                 label_selector=self.label_selector,
                 timeout_seconds=WATCH_TIMEOUT_SECONDS,
+                shape=self.shape,
             ):
                 kind = event.get("type")
                 obj = event.get("object") or {}
@@ -355,27 +359,32 @@ class SharedWatch:
                 received = True
                 if kind == "BOOKMARK":
                     continue
-                obj = self._cached(obj)
-                live = self.objects.get(_key(obj))
-                if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
-                    self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
-                    continue
-                previous = live or self.deleted.get(_key(obj))
-                touched = set(self._unlink(previous)) if previous is not None else set()
-                if kind == "DELETED":
-                    self.objects.pop(_key(obj), None)
-                    self._remember_deleted(obj)
-                elif kind in ("ADDED", "MODIFIED"):
-                    self.objects[_key(obj)] = obj
-                    self.deleted.pop(_key(obj), None)
-                touched.update(self._link(obj))
+                self.apply(kind, obj)
                 self.consecutive_failures = 0
-                self._notify(touched)
                 applied += 1
                 if applied % EVENTS_PER_TURN == 0:
                     await asyncio.sleep(0)
             if not received:
                 await asyncio.sleep(0)  # an empty stream (timeout, dropped): watch again at once
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event's object, cached, indexed, and the waits of
+        its workload woken (none for a change :attr:`quiet` calls quiet)."""
+        obj = self._cached(obj)
+        live = self.objects.get(_key(obj))
+        if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
+            self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
+            return
+        previous = live or self.deleted.get(_key(obj))
+        touched = set(self._unlink(previous)) if previous is not None else set()
+        if kind == "DELETED":
+            self.objects.pop(_key(obj), None)
+            self._remember_deleted(obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            self.objects[_key(obj)] = obj
+            self.deleted.pop(_key(obj), None)
+        touched.update(self._link(obj))
+        self._notify(touched)
 
     def _cached(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` as the cache keeps it: pruned, its strings shared with the other cached objects."""

@@ -39,13 +39,14 @@ def test_blank_lines_are_skipped_and_a_line_waits_for_its_newline():
 def test_a_burst_is_decoded_in_one_pass(monkeypatch):
     # Linear time: the chunk is decoded in one call, not once per line with the rest copied each time.
     calls = []
-    real = api._decode_lines
+    real = api._decoder_of(None)
 
-    def counting(data):
-        calls.append(len(data))
-        return real(data)
+    class Counting:
+        def decode_lines(self, data):
+            calls.append(len(data))
+            return real.decode_lines(data)
 
-    monkeypatch.setattr(api, "_decode_lines", counting)
+    monkeypatch.setattr(api, "_decoder_of", lambda shape: Counting())
     burst = STREAM * 40
     assert len(JsonLines().feed(burst)) == 2000
     assert calls == [len(burst) - 1]  # everything but the last newline

@@ -62,7 +62,10 @@ from pathways_airflow.triggers.pruning import (
     pruned_node,
     pruned_pathwaysjob,
     pruned_pod,
+    pruned_to_name,
+    DECODED_FIELDS,
 )
+from pathways_airflow.hooks.api import JsonLines, decoded, event_of, list_of
 from pathways_airflow.triggers.watch import by_owner
 from pathways_airflow.triggers.workload import workload_watches
 from pathways_airflow_testing.controllers import kueue
@@ -627,3 +630,85 @@ def test_cached_objects_share_their_strings_and_hold_about_half_as_much():
     first, second = (next(k for k in p["metadata"]["labels"] if k == label) for p in shared[:2])
     assert first is second, "one string for a label key every pod carries"
     assert _held(shared) <= 0.55 * _held(plain), (_held(shared), _held(plain))
+
+
+def _with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as a real API server serves it, with the ``managedFields`` of its writers."""
+    changed = copy.deepcopy(obj)
+    changed["metadata"]["managedFields"] = [
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status", "time": "2026-11-22T06:01:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:conditions": {}, "f:phase": {}}}},
+    ]
+    return changed
+
+
+def _every_cached_kind(scenario: str) -> list[tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]]:
+    fields = fixture(scenario)
+    _kueue_workload(fields)
+    _kueue_annotated(fields)
+    objects = [(pod, pruned_pod) for pod in fields["pods"]] + [(job, pruned_job) for job in _jobs(fields["jobset"])]
+    objects += [(obj, pruned_to_name) for obj, _ in objects]
+    for key, prune in (("jobset", pruned_jobset), ("pathwaysjob", pruned_pathwaysjob), ("kueue_workload", pruned_kueue_workload)):
+        if fields[key] is not None:
+            objects.append((fields[key], prune))
+    return [(_with_managed_fields(obj), prune) for obj, prune in objects]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_what_a_watch_decodes_of_an_object_prunes_to_what_the_whole_object_prunes_to(scenario: str) -> None:
+    """The watches decode only the fields of :data:`DECODED_FIELDS`: in a list page, in a watch
+    event, or alone, each object of every recorded state must be cached as it is cached whole."""
+    cases = _every_cached_kind(scenario)
+    if scenario == SCENARIOS[0]:
+        cases += [(node, pruned_node) for node in NODE_SETS["healthy"] + NODE_SETS["disrupted"]]
+        cases += [(realistic("jobset"), pruned_jobset), (realistic("pathwaysjob"), pruned_pathwaysjob), (realistic_kueue_workload(), pruned_kueue_workload)]
+    for obj, prune in cases:
+        shape = DECODED_FIELDS[prune]
+        expected = prune(obj)
+        assert prune(decoded(json.dumps(obj).encode(), shape)) == expected
+        (listed,) = decoded(json.dumps({"kind": "List", "metadata": {"resourceVersion": "7"}, "items": [obj]}).encode(), list_of(shape))["items"]
+        assert prune(listed) == expected
+        (event,) = JsonLines(event_of(shape)).feed(json.dumps({"type": "MODIFIED", "object": obj}).encode() + b"\n")
+        assert prune(event["object"]) == expected
+
+
+def test_a_pod_event_decodes_into_half_the_memory_and_an_error_event_keeps_what_the_watch_reads() -> None:
+    pods = [_with_managed_fields(pod) for pod in fixture("running_two_slices")["pods"]] * 20
+    lines = b"".join(json.dumps({"type": "MODIFIED", "object": pod}).encode() + b"\n" for pod in pods)
+    whole = JsonLines().feed(lines)
+    shaped = JsonLines(event_of(DECODED_FIELDS[pruned_pod])).feed(lines)
+    assert [pruned_pod(e["object"]) for e in shaped] == [pruned_pod(e["object"]) for e in whole]
+    assert "managedFields" not in shaped[0]["object"]["metadata"] and set(shaped[0]["object"]["spec"]) <= {"containers", "nodeName"}
+    assert _held(shaped) <= 0.6 * _held(whole), (_held(shaped), _held(whole))
+    gone = {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                        "message": "too old resource version: 1 (2)", "reason": "Expired", "code": 410}}
+    for prune in DECODED_FIELDS:
+        (event,) = JsonLines(event_of(DECODED_FIELDS[prune])).feed(json.dumps(gone).encode() + b"\n")
+        assert event["type"] == "ERROR" and event["object"]["code"] == 410 and event["object"]["message"].startswith("too old")
+
+
+def test_text_that_does_not_fit_the_shape_is_decoded_whole_for_the_watch_to_skip() -> None:
+    """A line or item the shape cannot hold (a ``null`` metadata, containers that are no list) is
+    decoded as it is, so the watch skips that one object as it skips any malformed one, and the
+    objects beside it in the same chunk or page are still read."""
+    shape = DECODED_FIELDS[pruned_pod]
+    good = {"metadata": {"name": "p", "namespace": "n", "resourceVersion": "3", "managedFields": []}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    odd = [{"metadata": None}, {"metadata": {"name": "q"}, "spec": {"containers": "c"}}]
+    lines = b"".join(json.dumps({"type": "ADDED", "object": o}).encode() + b"\n" for o in [good, *odd])
+    events = JsonLines(event_of(shape)).feed(lines)
+    assert [e["object"] for e in events] == [good, *odd]
+    page = decoded(json.dumps({"metadata": {}, "items": [good, *odd, 7]}).encode(), list_of(shape))
+    assert page["items"] == [good, *odd, 7]
+    assert decoded(json.dumps({"metadata": {}, "items": [good]}).encode(), list_of(shape))["items"][0]["metadata"] == {
+        "name": "p", "namespace": "n", "resourceVersion": "3"
+    }
+
+
+def test_every_shared_watch_of_a_pruned_resource_decodes_only_its_fields() -> None:
+    async def shapes() -> dict[str, Any]:
+        return {key: watch.shape for key, watch in workload_watches(ClusterTarget(cluster_url="https://shapes.invalid"), "shapes", "pathwaysjob").items()}
+
+    found = asyncio.run(shapes())
+    assert found == {key: DECODED_FIELDS[prune] for key, prune in (
+        ("jobsets", pruned_jobset), ("pathwaysjobs", pruned_pathwaysjob), ("pods", pruned_pod), ("jobs", pruned_job), ("workloads", pruned_kueue_workload)
+    )}

@@ -467,13 +467,22 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _where_workers_were_scheduled(self) -> list[tuple[str, str]]:
         """From the scheduler's events, when and where this workload's workers were bound (for an
-        attempt no trigger saw run: :func:`~pathways_airflow.state.ran_on.scheduled_workers`)."""
+        attempt no trigger saw run: :func:`~pathways_airflow.state.ran_on.scheduled_workers`).
+
+        Read once per verdict: a settle looks again at every change of the pods and Jobs, and
+        the bindings of a stopped workload's workers do not change meanwhile, while a fleet's
+        namespace holds its largest list in these events."""
+        read = getattr(self, "_scheduled_read", None)
+        if read is not None and time.monotonic() - read[0] < VERDICT_SETTLE_LIMIT_SECONDS:
+            return read[1]
         try:
             events = await self.hook.list(EVENT, self.namespace, field_selector=f"reason={ran_on.SCHEDULED_REASON}")
+            found = ran_on.scheduled_workers(events, self.name)
         except Exception as error:  # evidence for a disruption only: without it the other rules still judge
             self.log.info("%s/%s: could not read the scheduler's events (%s)", self.namespace, self.name, describe(error))
-            return []
-        return ran_on.scheduled_workers(events, self.name)
+            found = []
+        self._scheduled_read = (time.monotonic(), found)
+        return found
 
     @property
     def _workload(self) -> Workload:

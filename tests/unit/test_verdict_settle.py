@@ -61,6 +61,7 @@ class Settle:
     changes_at: list[float]
     returned_at: float
     looks: int
+    events_listed: int
 
 
 def settle(changes: list[tuple[float, list[dict[str, Any]]]]) -> Settle:
@@ -91,11 +92,17 @@ def settle(changes: list[tuple[float, list[dict[str, Any]]]]) -> Settle:
             looks.append(time.monotonic())  # one read of the nodes per look
             return NODES
 
-        async def no_bindings() -> list[tuple[str, str]]:
-            return []
+        listed: list[str] = []
+
+        class SchedulerEvents:
+            """The API as far as this verdict reads it: the namespace's ``Scheduled`` events (none recorded)."""
+
+            async def list(self, resource: Any, namespace: str, **query: Any) -> list[dict[str, Any]]:
+                listed.append(resource.plural)
+                return []
 
         trigger._nodes = nodes_now  # type: ignore[method-assign]
-        trigger._where_workers_were_scheduled = no_bindings  # type: ignore[method-assign]
+        trigger.__dict__["hook"] = SchedulerEvents()
         observation = observe(BACKEND, NAME, NAMESPACE, watches)
         first = await trigger._classify(observation, {})
         looks.clear()
@@ -108,7 +115,7 @@ def settle(changes: list[tuple[float, list[dict[str, Any]]]]) -> Settle:
                 watches["pods"].apply("MODIFIED", copy.deepcopy(pod))
             changes_at.append(time.monotonic())
         verdict, _ = await settling
-        return Settle(first, verdict, began, changes_at, time.monotonic(), len(looks))
+        return Settle(first, verdict, began, changes_at, time.monotonic(), len(looks), len(listed))
 
     return asyncio.run(scenario())
 
@@ -130,6 +137,7 @@ def test_each_change_is_looked_at_until_one_settles_the_verdict():
     assert settled.verdict.verdict is Verdict.SLICE_FAILURE, settled.verdict
     assert settled.changes_at[1] <= settled.returned_at < settled.changes_at[1] + 0.5
     assert settled.looks == 3, "the first look, and one at each change"
+    assert settled.events_listed == 1, "the scheduler's events, a fleet's largest list, read once for all the looks"
 
 
 def test_with_no_change_the_first_verdict_stands_at_the_limit(monkeypatch):

@@ -210,6 +210,17 @@ def write_within(notes: Mapping[str, str]) -> float:
     return PHASES_EVERY_SECONDS if set(notes) <= {PHASES_ANNOTATION} else 0.0
 
 
+def written_before_the_event(notes: Mapping[str, str], *, succeeded: bool) -> bool:
+    """Whether an ending's ``notes`` go on the workload before its task hears of the end.
+
+    A failure's verdict and everything beside it must: the task's next try reads them there.
+    The phases of a success need not: the event carries them to the task, no try follows a
+    success to read them, and written at once they were a PATCH awaited by every success (10,078
+    in one finish window of 10,000 waits, ``benchmarks/README.md``), so they go as phases always
+    go (:func:`write_within`)."""
+    return bool(notes) and not (succeeded and set(notes) <= {PHASES_ANNOTATION})
+
+
 def phases_annotation(phases: Sequence[PhaseSeen]) -> dict[str, str]:
     """The annotation holding the phases a wait saw."""
     return {PHASES_ANNOTATION: json.dumps([p.to_dict() for p in phases], separators=(",", ":"))}

@@ -238,8 +238,8 @@ class PathwaysJobTrigger(KillableTrigger):
                     if said:
                         self.log.info("%s/%s: %s", self.namespace, self.name, said)
                 ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
-                if ending:  # before the deletion and the event: a retry reads the verdict here
-                    await note_writer(self.cluster).now(self._workload, notes)
+                if ending and written.written_before_the_event(notes, succeeded=state.phase is model.Phase.SUCCEEDED):
+                    await note_writer(self.cluster).now(self._workload, notes)  # before the deletion and the event: a retry reads the verdict here
                 elif notes:  # evidence for later: neither an API retrying its writes nor thousands of starts hold up the watch
                     note_writer(self.cluster).later(self._workload, notes, within=written.write_within(notes))
                 if ending:

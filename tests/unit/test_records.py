@@ -109,3 +109,15 @@ def test_only_the_phases_alone_may_wait_to_be_written():
     assert write_within(phases) == PHASES_EVERY_SECONDS
     assert write_within({**phases, **where}) == 0.0
     assert write_within(where) == 0.0
+
+
+def test_only_a_success_tells_its_task_before_its_phases_are_written():
+    from pathways_airflow.run.annotations import PHASES_ANNOTATION, ended_by_annotation, written_before_the_event
+
+    phases = {PHASES_ANNOTATION: '[{"at":1.0,"phase":"SUCCEEDED","slices_ready":0,"slices_total":1}]'}
+    verdict = ended_by_annotation("USER_ERROR", ["the head exited 1"])
+    assert not written_before_the_event(phases, succeeded=True)
+    assert written_before_the_event(phases, succeeded=False), "a failure's or a reached phase's notes, for the next try"
+    assert written_before_the_event({**phases, **verdict}, succeeded=False)
+    assert written_before_the_event({**phases, **verdict}, succeeded=True), "anything beside the phases goes at once"
+    assert not written_before_the_event({}, succeeded=False)

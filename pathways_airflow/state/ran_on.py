@@ -22,7 +22,8 @@ default), say the same: where each worker pod was bound, and when (:func:`schedu
 from __future__ import annotations
 
 import json
-from typing import Any, Collection, Iterable, Mapping, Sequence
+import re
+from typing import Any, Collection, Iterable, Mapping, Sequence, TypedDict
 
 from pathways_airflow import well_known
 from pathways_airflow.spec.names import LABEL_PREFIX
@@ -223,16 +224,45 @@ def _event_time(event: Mapping[str, Any]) -> str:
     return to_the_second(event.get("eventTime") or event.get("lastTimestamp") or event.get("firstTimestamp"))
 
 
-def scheduled_workers(events: Iterable[Mapping[str, Any]], jobset: str) -> list[tuple[str, str]]:
-    """When and to which node the scheduler bound each worker pod of ``jobset`` (its events), so a
+_WORKER_POD = re.compile(rf"(?P<jobset>.+)-{WORKER_JOB}-[0-9]+-[0-9]+-[a-z0-9]+")
+
+
+class _InvolvedObject(TypedDict, total=False):
+    kind: Any
+    name: Any
+
+
+class ScheduledEventFields(TypedDict, total=False):
+    """What :func:`bindings_by_jobset` reads of an Event: a list of them is decoded to these alone
+    (:func:`~pathways_airflow.hooks.api.decoded`)."""
+
+    involvedObject: _InvolvedObject
+    reason: Any
+    message: Any
+    eventTime: Any
+    lastTimestamp: Any
+    firstTimestamp: Any
+
+
+def bindings_by_jobset(events: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """When and to which node the scheduler bound each worker pod, by the JobSet it is of, so a
     node that went down after a worker was bound there counts. A pod the Job controller bound in
     place of a lost one is on a healthy node; the lost one's binding is what tells the story.
+
+    A JobSet's pod is named ``<jobset>-<replicated job>-<job index>-<pod index>-<suffix>`` (its
+    Job ``<jobset>-<replicated job>-<job index>``, jobset ``pkg/controllers/jobset_controller.go``;
+    the pod an indexed Job's, with a suffix of no dash): the JobSet is what comes before the last
+    ``-worker-<job index>-<pod index>-``. One pass indexes a namespace's events for every workload in it.
     """
-    prefix = f"{jobset}-{WORKER_JOB}-"
-    bindings = []
+    found: dict[str, set[tuple[str, str]]] = {}
     for event in events:
         involved = event.get("involvedObject") or {}
-        pod, message = str(involved.get("name") or ""), str(event.get("message") or "")
-        if event.get("reason") == SCHEDULED_REASON and involved.get("kind") == "Pod" and pod.startswith(prefix) and _ASSIGNED in message:
-            bindings.append((_event_time(event), message.rsplit(_ASSIGNED, 1)[1].strip()))
-    return sorted(set(bindings))[-MAX_NODES:]
+        pod, message = _WORKER_POD.fullmatch(str(involved.get("name") or "")), str(event.get("message") or "")
+        if pod and event.get("reason") == SCHEDULED_REASON and involved.get("kind") == "Pod" and _ASSIGNED in message:
+            found.setdefault(pod["jobset"], set()).add((_event_time(event), message.rsplit(_ASSIGNED, 1)[1].strip()))
+    return {jobset: sorted(bindings)[-MAX_NODES:] for jobset, bindings in found.items()}
+
+
+def scheduled_workers(events: Iterable[Mapping[str, Any]], jobset: str) -> list[tuple[str, str]]:
+    """When and to which node the scheduler bound each worker pod of ``jobset`` (:func:`bindings_by_jobset`)."""
+    return bindings_by_jobset(events).get(jobset, [])

@@ -21,7 +21,7 @@ import time
 import weakref
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import TriggerEvent
 
@@ -81,21 +81,50 @@ def _seen(watch: SharedWatch, name: str, namespace: str) -> tuple[dict[str, Any]
     return tuple(o for o in found if o["metadata"].get("namespace") == namespace)
 
 
-_QUEUE_VIEWS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], tuple[float, asyncio.Task[Any]]]] = weakref.WeakKeyDictionary()
+_SHARED_READS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], tuple[float, asyncio.Task[Any]]]] = weakref.WeakKeyDictionary()
+
+
+async def read_shared(key: tuple[Any, ...], period: float, read: Callable[[], Awaitable[Any]]) -> Any:
+    """``read()``'s answer for ``key``, read once per ``period`` for every wait of the running loop
+    that asks: a fleet's waits then cost one read per period, not one each (a failure too is
+    shared, for as long)."""
+    loop = asyncio.get_running_loop()
+    reads = _SHARED_READS.setdefault(loop, {})
+    now = time.monotonic()
+    found = reads.get(key)
+    if found is None or found[0] <= now:
+        for stale in [k for k, (until, _) in reads.items() if until <= now]:
+            del reads[stale]  # an answer no wait asks for again is not held
+        found = (now + period, loop.create_task(read()))
+        reads[key] = found
+    return await asyncio.shield(found[1])
 
 
 async def shared_queue_view(hook: AsyncPathwaysHook, target: ClusterTarget, namespace: str, queue: str) -> Any:
     """:meth:`~pathways_airflow.hooks.pathways.AsyncPathwaysHook.queue_view` of one LocalQueue, read
     once per check period for every wait of the running loop queued in it: a fleet's queued waits
     cost three requests per LocalQueue per period, not per wait."""
-    loop = asyncio.get_running_loop()
-    views = _QUEUE_VIEWS.setdefault(loop, {})
-    key, now = (target.key, namespace, queue), time.monotonic()
-    found = views.get(key)
-    if found is None or found[0] <= now:
-        found = (now + wait_memory.CHECK_EVERY_SECONDS, loop.create_task(hook.queue_view(namespace, queue)))
-        views[key] = found
-    return await asyncio.shield(found[1])
+    return await read_shared(("queue", target.key, namespace, queue), wait_memory.CHECK_EVERY_SECONDS, lambda: hook.queue_view(namespace, queue))
+
+
+SCHEDULED_READ_SECONDS = 5.0
+"""How long one read of a namespace's ``Scheduled`` events serves every verdict of the loop: longer
+than a verdict's settle, so a settle reads them once; short beside a run, whose bindings were made
+long before it stopped."""
+
+
+async def shared_bindings(hook: AsyncPathwaysHook, target: ClusterTarget, namespace: str) -> dict[str, list[tuple[str, str]]]:
+    """Where the scheduler bound the worker pods of the namespace's JobSets
+    (:func:`~pathways_airflow.state.ran_on.bindings_by_jobset`), read once per
+    :data:`SCHEDULED_READ_SECONDS` for every verdict of the running loop: a fleet's namespace holds
+    its largest list in these events, and thousands of workloads stopping at once (a maintenance
+    window) each listed all of them."""
+
+    async def read() -> dict[str, list[tuple[str, str]]]:
+        page = await hook.list_page(EVENT, namespace, field_selector=f"reason={ran_on.SCHEDULED_REASON}", shape=ran_on.ScheduledEventFields)
+        return ran_on.bindings_by_jobset(page.get("items") or [])
+
+    return await read_shared(("scheduled", target.key, namespace), SCHEDULED_READ_SECONDS, read)
 
 
 def workload_watches(target: ClusterTarget, namespace: str, backend: str) -> dict[str, SharedWatch]:
@@ -467,22 +496,12 @@ class PathwaysJobTrigger(KillableTrigger):
 
     async def _where_workers_were_scheduled(self) -> list[tuple[str, str]]:
         """From the scheduler's events, when and where this workload's workers were bound (for an
-        attempt no trigger saw run: :func:`~pathways_airflow.state.ran_on.scheduled_workers`).
-
-        Read once per verdict: a settle looks again at every change of the pods and Jobs, and
-        the bindings of a stopped workload's workers do not change meanwhile, while a fleet's
-        namespace holds its largest list in these events."""
-        read = getattr(self, "_scheduled_read", None)
-        if read is not None and time.monotonic() - read[0] < VERDICT_SETTLE_LIMIT_SECONDS:
-            return read[1]
+        attempt no trigger saw run: :func:`shared_bindings`)."""
         try:
-            events = await self.hook.list(EVENT, self.namespace, field_selector=f"reason={ran_on.SCHEDULED_REASON}")
-            found = ran_on.scheduled_workers(events, self.name)
+            return (await shared_bindings(self.hook, self.cluster, self.namespace)).get(self.name, [])
         except Exception as error:  # evidence for a disruption only: without it the other rules still judge
             self.log.info("%s/%s: could not read the scheduler's events (%s)", self.namespace, self.name, describe(error))
-            found = []
-        self._scheduled_read = (time.monotonic(), found)
-        return found
+            return []
 
     @property
     def _workload(self) -> Workload:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, nodes_it_ran_on, scheduled_workers, went_down_under_it, where_workers_run
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, bindings_by_jobset, nodes_it_ran_on, scheduled_workers, went_down_under_it, where_workers_run
 from pathways_airflow.run.annotations import verdict_after_the_fact
 
 STARTED = "2026-11-24T03:10:05Z"
@@ -228,3 +228,20 @@ def node_not_ready(name: str, when: str) -> dict:
         "lastTimestamp": when,
         "count": 1,
     }
+
+
+def test_one_pass_over_a_namespaces_events_says_where_each_jobsets_workers_were_bound():
+    """A JobSet whose name holds ``-worker-`` has its own bindings, not those of the JobSet its name begins with."""
+    events = [
+        scheduled("train-worker-0-0-bbbbb", "gke-tpu-1-0", "2026-11-24T03:10:02Z"),
+        scheduled("train-worker-x-worker-0-0-ccccc", "gke-tpu-4-0", "2026-11-24T03:10:05Z"),
+        scheduled("train-worker-x-pathways-head-0-0-ddddd", "gke-cpu-0", "2026-11-24T03:10:01Z"),
+        scheduled("other-worker-1-0-eeeee", "gke-tpu-3-0", "2026-11-24T03:10:04Z"),
+        {**scheduled("other-worker-1-1-fffff", "gke-tpu-3-1", "2026-11-24T03:10:09Z"), "reason": "FailedScheduling"},
+    ]
+    assert bindings_by_jobset(events) == {
+        "train": [("2026-11-24T03:10:02", "gke-tpu-1-0")],
+        "train-worker-x": [("2026-11-24T03:10:05", "gke-tpu-4-0")],
+        "other": [("2026-11-24T03:10:04", "gke-tpu-3-0")],
+    }
+    assert scheduled_workers(events, "train") == [("2026-11-24T03:10:02", "gke-tpu-1-0")]

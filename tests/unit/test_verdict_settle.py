@@ -97,9 +97,9 @@ def settle(changes: list[tuple[float, list[dict[str, Any]]]]) -> Settle:
         class SchedulerEvents:
             """The API as far as this verdict reads it: the namespace's ``Scheduled`` events (none recorded)."""
 
-            async def list(self, resource: Any, namespace: str, **query: Any) -> list[dict[str, Any]]:
+            async def list_page(self, resource: Any, namespace: str, **query: Any) -> dict[str, Any]:
                 listed.append(resource.plural)
-                return []
+                return {"items": []}
 
         trigger._nodes = nodes_now  # type: ignore[method-assign]
         trigger.__dict__["hook"] = SchedulerEvents()

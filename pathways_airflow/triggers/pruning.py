@@ -265,9 +265,10 @@ SHARED_STRING_MAX = 64
 """Strings up to this long are shared among the cached objects (:func:`with_shared_strings`)."""
 
 
-def with_shared_strings(value: Any) -> Any:
+def with_shared_strings(value: Any, like: Any = None) -> Any:
     """``value`` rebuilt with its dict keys and its strings of up to :data:`SHARED_STRING_MAX`
-    characters interned, so that every cached object holding one refers to one string.
+    characters interned, so that every cached object holding one refers to one string; and every
+    part equal to the same part of ``like`` (the cached object it replaces) is that part.
 
     A decoded object has a string of its own for every key and value. Most of them repeat across
     a fleet's objects, and within one: the label keys (``jobset.sigs.k8s.io/replicatedjob-name``),
@@ -276,13 +277,34 @@ def with_shared_strings(value: Any) -> Any:
     ``running_two_slices`` fixture hold 4.4 KB each instead of 8.4 KB (``tests/unit/test_pruning.py``),
     and a triggerer holding 1,000 waits 46 MiB of Python objects instead of 62 (``benchmarks/README.md``).
     Longer strings (messages) are left alone: they rarely repeat.
+
+    A watch event brings the whole object back for a change to a few of its fields: the parts
+    that did not change are compared (in C) and kept as they were cached, not rebuilt, which was
+    the largest share of a 10,000-wait triggerer's own CPU (``benchmarks/README.md``).
     """
-    if isinstance(value, dict):
-        return {intern(k) if type(k) is str else k: with_shared_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [with_shared_strings(v) for v in value]
-    if type(value) is str and len(value) <= SHARED_STRING_MAX:
-        return intern(value)
+    kind = type(value)
+    if kind is dict:
+        if type(like) is not dict:
+            return {intern(k): _shared(v, None) for k, v in value.items()}
+        if value == like:
+            return like
+        get = like.get
+        return {intern(k): _shared(v, get(k)) for k, v in value.items()}
+    if kind is list:
+        if type(like) is not list:
+            return [_shared(v, None) for v in value]
+        if value == like:
+            return like
+        return [_shared(v, like[i] if i < len(like) else None) for i, v in enumerate(value)]
+    return _shared(value, like)
+
+
+def _shared(value: Any, like: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return intern(value) if len(value) <= SHARED_STRING_MAX else value
+    if kind is dict or kind is list:
+        return with_shared_strings(value, like)
     return value
 
 

@@ -302,7 +302,7 @@ class SharedWatch:
             # Items that are not objects with metadata are skipped, as malformed watch events are:
             # the state core reads pod["metadata"] and must never see one without it.
             page = [o for o in body.get("items") or [] if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
-            items.extend(map(self._cached, page))
+            items.extend(self._cached(o, self.objects.get(_key(o))) for o in page)
             metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
             version = version or str(metadata.get("resourceVersion") or "")
             token = metadata.get("continue") if isinstance(metadata.get("continue"), str) else None
@@ -370,12 +370,12 @@ class SharedWatch:
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
         """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event's object, cached, indexed, and the waits of
         its workload woken (none for a change :attr:`quiet` calls quiet)."""
-        obj = self._cached(obj)
         live = self.objects.get(_key(obj))
+        previous = live or self.deleted.get(_key(obj))
+        obj = self._cached(obj, previous)
         if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
             self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
             return
-        previous = live or self.deleted.get(_key(obj))
         touched = set(self._unlink(previous)) if previous is not None else set()
         if kind == "DELETED":
             self.objects.pop(_key(obj), None)
@@ -386,13 +386,15 @@ class SharedWatch:
         touched.update(self._link(obj))
         self._notify(touched)
 
-    def _cached(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """``obj`` as the cache keeps it: pruned, its strings shared with the other cached objects."""
-        return with_shared_strings(obj if self.prune is None else self.prune(obj))
+    def _cached(self, obj: dict[str, Any], replacing: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``obj`` as the cache keeps it: pruned, its strings shared with the other cached objects,
+        and what did not change since ``replacing`` (its cached version) kept as it was."""
+        return with_shared_strings(obj if self.prune is None else self.prune(obj), replacing)
 
     def _remember_deleted(self, obj: dict[str, Any]) -> None:
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("deletionTimestamp", "deleted")
+        meta = obj.get("metadata") or {}
+        if "deletionTimestamp" not in meta:  # a copy: the parts of a cached object may be another's too
+            obj = {**obj, "metadata": {**meta, "deletionTimestamp": "deleted"}}
         self.deleted[_key(obj)] = obj
         while len(self.deleted) > MAX_REMEMBERED_DELETIONS:
             key, forgotten = self.deleted.popitem(last=False)

@@ -712,3 +712,27 @@ def test_every_shared_watch_of_a_pruned_resource_decodes_only_its_fields() -> No
     assert found == {key: DECODED_FIELDS[prune] for key, prune in (
         ("jobsets", pruned_jobset), ("pathwaysjobs", pruned_pathwaysjob), ("pods", pruned_pod), ("jobs", pruned_job), ("workloads", pruned_kueue_workload)
     )}
+
+
+def test_a_change_keeps_the_parts_it_did_not_touch_as_they_were_cached() -> None:
+    """A watch event brings a whole pod back for one condition: the cache keeps its unchanged
+    spec, metadata labels and other conditions as the objects it held, and only what changed is new."""
+    from pathways_airflow.resources import POD
+    from pathways_airflow.triggers.watch import SharedWatch
+
+    pod = _with_managed_fields(fixture("running_two_slices")["pods"][1])
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["resourceVersion"] = "999"
+    changed["status"]["conditions"][-1]["status"] = "False"
+    watch = SharedWatch(ClusterTarget(), POD, pod["metadata"]["namespace"], None, prune=pruned_pod)
+    watch.apply("ADDED", copy.deepcopy(pod))
+    key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+    before = watch.objects[key]
+    watch.apply("MODIFIED", copy.deepcopy(changed))
+    after = watch.objects[key]
+    assert after == pruned_pod(changed) and before == pruned_pod(pod)
+    assert after["spec"] is before["spec"] and after["metadata"]["labels"] is before["metadata"]["labels"]
+    assert after["status"]["conditions"][0] is before["status"]["conditions"][0]
+    assert after["status"]["conditions"][-1] is not before["status"]["conditions"][-1]
+    watch.apply("DELETED", copy.deepcopy(changed))
+    assert watch.deleted[key]["metadata"]["deletionTimestamp"] == "deleted" and "deletionTimestamp" not in after["metadata"]

@@ -16,7 +16,7 @@ failure is not read as the user's bug.
 An attempt no trigger saw run (every look failed during an API outage, or its triggers were
 replaced while it ran) has no such record. On the ``pathwaysjob`` backend, whose failures no
 policy sorts, the scheduler's ``Scheduled`` events, which outlive the pods (an hour, by
-default), say the same: where each worker pod was bound, and when (:func:`scheduled_workers`).
+default), say the same: where each worker pod was bound, and when (:func:`bindings_by_jobset`).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def nodes_it_ran_on(
     workload: Mapping[str, Any] | None, restart: int | None, scheduled: Sequence[tuple[str, str]] = (), not_before: str = ""
 ) -> tuple[str, ...]:
     """The nodes attempt ``restart``'s workers ran on, as a trigger recorded them, else as the
-    scheduler bound them (:func:`scheduled_workers`); empty when neither is known. A record from
+    scheduler bound them (:func:`bindings_by_jobset`); empty when neither is known. A record from
     before ``not_before`` (an API time: when Kueue last admitted the workload, which places its
     workers again within the same restart attempt) is not known."""
     recorded = _ran_on(workload or {}, restart, not_before)
@@ -115,7 +115,7 @@ def went_down_under_it(
     """A disruption of a node attempt ``restart`` ran on (``None``: any attempt, as a PathwaysJob
     does not say which its JobSet is on), or ``None`` when none shows or the nodes are unknown.
     Without a trigger's record, each node the scheduler bound a worker to, from the time it did
-    (:func:`scheduled_workers`). ``not_before``: as for :func:`nodes_it_ran_on`; ``outlived``:
+    (:func:`bindings_by_jobset`). ``not_before``: as for :func:`nodes_it_ran_on`; ``outlived``:
     nodes whose going down the program outlived (:func:`outlived_by_the_program`), which explain nothing."""
     recorded = _ran_on(workload or {}, restart, not_before)
     bindings = [(recorded[0], name) for name in recorded[1]] if recorded else list(scheduled)
@@ -262,7 +262,3 @@ def bindings_by_jobset(events: Iterable[Mapping[str, Any]]) -> dict[str, list[tu
             found.setdefault(pod["jobset"], set()).add((_event_time(event), message.rsplit(_ASSIGNED, 1)[1].strip()))
     return {jobset: sorted(bindings)[-MAX_NODES:] for jobset, bindings in found.items()}
 
-
-def scheduled_workers(events: Iterable[Mapping[str, Any]], jobset: str) -> list[tuple[str, str]]:
-    """When and to which node the scheduler bound each worker pod of ``jobset`` (:func:`bindings_by_jobset`)."""
-    return bindings_by_jobset(events).get(jobset, [])

@@ -370,19 +370,20 @@ class SharedWatch:
     def apply(self, kind: str, obj: dict[str, Any]) -> None:
         """One ``ADDED``, ``MODIFIED`` or ``DELETED`` event's object, cached, indexed, and the waits of
         its workload woken (none for a change :attr:`quiet` calls quiet)."""
-        live = self.objects.get(_key(obj))
-        previous = live or self.deleted.get(_key(obj))
+        key = _key(obj)
+        live = self.objects.get(key)
+        previous = live or self.deleted.get(key)
         obj = self._cached(obj, previous)
         if kind == "MODIFIED" and live is not None and self.quiet is not None and self.quiet(live, obj):
-            self.objects[_key(obj)] = obj  # cached for the next look; no one is woken for it
+            self.objects[key] = obj  # cached for the next look; no one is woken for it
             return
         touched = set(self._unlink(previous)) if previous is not None else set()
         if kind == "DELETED":
-            self.objects.pop(_key(obj), None)
+            self.objects.pop(key, None)
             self._remember_deleted(obj)
         elif kind in ("ADDED", "MODIFIED"):
-            self.objects[_key(obj)] = obj
-            self.deleted.pop(_key(obj), None)
+            self.objects[key] = obj
+            self.deleted.pop(key, None)
         touched.update(self._link(obj))
         self._notify(touched)
 

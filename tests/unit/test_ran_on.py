@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pathways_airflow.state.disruption import Verdict
-from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, bindings_by_jobset, nodes_it_ran_on, scheduled_workers, went_down_under_it, where_workers_run
+from pathways_airflow.state.ran_on import RAN_ON_ANNOTATION, bindings_by_jobset, nodes_it_ran_on, went_down_under_it, where_workers_run
 from pathways_airflow.run.annotations import verdict_after_the_fact
 
 STARTED = "2026-11-24T03:10:05Z"
@@ -123,7 +123,7 @@ def test_an_attempt_nobody_saw_run_is_told_by_where_the_scheduler_bound_its_work
         scheduled("other-worker-0-0-eeeee", "gke-tpu-3-0", "2026-11-24T03:10:04Z"),
         {**scheduled("train-worker-0-1-fffff", "gke-tpu-3-1", "2026-11-24T03:10:09Z"), "reason": "FailedScheduling"},
     ]
-    bindings = scheduled_workers(events, "train")
+    bindings = bindings_by_jobset(events).get("train", [])
     assert bindings == [
         ("2026-11-24T03:10:02", "gke-tpu-1-0"), ("2026-11-24T03:10:03", "gke-tpu-1-1"),
         ("2026-11-24T03:12:30", "gke-tpu-2-0"), ("2026-11-24T03:12:30", "gke-tpu-2-1"),
@@ -135,7 +135,7 @@ def test_an_attempt_nobody_saw_run_is_told_by_where_the_scheduler_bound_its_work
     # a slice that went down before the workers were bound there says nothing of them
     early = [node("gke-tpu-1-0", ready_since="2026-11-24T03:05:00Z"), node("gke-tpu-1-1", ready_since="2026-11-24T03:05:00Z"), *healthy]
     assert went_down_under_it(None, None, early, bindings) is None
-    assert scheduled_workers(events, "nothing") == []
+    assert bindings_by_jobset(events).get("nothing", []) == []
 
 
 def test_a_record_from_before_kueue_admitted_the_workload_again_says_nothing_of_where_it_runs():
@@ -244,4 +244,4 @@ def test_one_pass_over_a_namespaces_events_says_where_each_jobsets_workers_were_
         "train-worker-x": [("2026-11-24T03:10:05", "gke-tpu-4-0")],
         "other": [("2026-11-24T03:10:04", "gke-tpu-3-0")],
     }
-    assert scheduled_workers(events, "train") == [("2026-11-24T03:10:02", "gke-tpu-1-0")]
+    assert bindings_by_jobset(events).get("train", []) == [("2026-11-24T03:10:02", "gke-tpu-1-0")]

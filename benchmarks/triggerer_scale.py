@@ -78,6 +78,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,10 @@ class Phases:
             with open(os.environ["TRIGGERER_SCALE_TRACEMALLOC"], "w") as out:
                 out.write(f"traced: {sum(s.size for s in stats) / 2**20:.1f} MiB\n")
                 out.writelines(f"{s}\n" for s in stats[:25])
+                # What every full collection walks: the objects the collector tracks, by type.
+                tracked = Counter(type(o).__name__ for o in gc.get_objects())
+                out.write(f"tracked by the collector: {sum(tracked.values())}\n")
+                out.writelines(f"  {name}: {count}\n" for name, count in tracked.most_common(15))
 
     def stall(self, late: float) -> None:
         self.stalls.setdefault(self.name, []).append(late)

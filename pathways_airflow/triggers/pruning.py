@@ -36,7 +36,6 @@ only widen the gap.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from sys import intern
 from typing import Any, TypedDict
 
 from pathways_airflow import well_known
@@ -259,53 +258,6 @@ def pruned_node(node: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": node.get("apiVersion"), "kind": node.get("kind"), "metadata": _metadata(node, annotations=False),
         "spec": slim, "status": {"conditions": status["conditions"]} if "conditions" in status else {},
     }
-
-
-SHARED_STRING_MAX = 64
-"""Strings up to this long are shared among the cached objects (:func:`with_shared_strings`)."""
-
-
-def with_shared_strings(value: Any, like: Any = None) -> Any:
-    """``value`` rebuilt with its dict keys and its strings of up to :data:`SHARED_STRING_MAX`
-    characters interned, so that every cached object holding one refers to one string; and every
-    part equal to the same part of ``like`` (the cached object it replaces) is that part.
-
-    A decoded object has a string of its own for every key and value. Most of them repeat across
-    a fleet's objects, and within one: the label keys (``jobset.sigs.k8s.io/replicatedjob-name``),
-    a workload's name and uid in every label and owner reference, the condition types and
-    reasons, node pools, timestamps written in the same second. Shared, the pods of the recorded
-    ``running_two_slices`` fixture hold 4.4 KB each instead of 8.4 KB (``tests/unit/test_pruning.py``),
-    and a triggerer holding 1,000 waits 46 MiB of Python objects instead of 62 (``benchmarks/README.md``).
-    Longer strings (messages) are left alone: they rarely repeat.
-
-    A watch event brings the whole object back for a change to a few of its fields: the parts
-    that did not change are compared (in C) and kept as they were cached, not rebuilt, which was
-    the largest share of a 10,000-wait triggerer's own CPU (``benchmarks/README.md``).
-    """
-    kind = type(value)
-    if kind is dict:
-        if type(like) is not dict:
-            return {intern(k): _shared(v, None) for k, v in value.items()}
-        if value == like:
-            return like
-        get = like.get
-        return {intern(k): _shared(v, get(k)) for k, v in value.items()}
-    if kind is list:
-        if type(like) is not list:
-            return [_shared(v, None) for v in value]
-        if value == like:
-            return like
-        return [_shared(v, like[i] if i < len(like) else None) for i, v in enumerate(value)]
-    return _shared(value, like)
-
-
-def _shared(value: Any, like: Any) -> Any:
-    kind = type(value)
-    if kind is str:
-        return intern(value) if len(value) <= SHARED_STRING_MAX else value
-    if kind is dict or kind is list:
-        return with_shared_strings(value, like)
-    return value
 
 
 def _shape(name: str, fields: Mapping[str, Any]) -> type:

@@ -615,21 +615,26 @@ def _held(objects: list[Any]) -> int:
     return total
 
 
-def test_cached_objects_share_their_strings_and_hold_about_half_as_much():
-    """Two pods of one workload as two watch events decode them (msgspec, as the watch does), cached
-    with and without shared strings: the same decisions, the same dicts, half the memory or less."""
-    from pathways_airflow.hooks.api import JsonLines
-    from pathways_airflow.triggers.pruning import with_shared_strings
+def test_a_cached_pod_is_bytes_the_collector_never_walks_in_under_half_the_memory_of_its_dicts():
+    """Pods of one workload as watch events bring them (msgspec-decoded to their shape, as the
+    watch does): cached packed, no object the garbage collector tracks, in less than half of what
+    the pruned dicts hold; read back, each is the pruned pod."""
+    import gc
+    import sys
 
-    fixture = json.loads((FIXTURES / "running_two_slices.json").read_text())["observation"]
-    lines = b"".join(json.dumps({"type": "MODIFIED", "object": pod}).encode() + b"\n" for pod in fixture["pods"] * 50)
-    plain = [pruned_pod(event["object"]) for event in JsonLines().feed(lines)]
-    shared = [with_shared_strings(pruned_pod(event["object"])) for event in JsonLines().feed(lines)]
-    assert shared == plain
-    label = well_known.JOBSET_NAME
-    first, second = (next(k for k in p["metadata"]["labels"] if k == label) for p in shared[:2])
-    assert first is second, "one string for a label key every pod carries"
-    assert _held(shared) <= 0.55 * _held(plain), (_held(shared), _held(plain))
+    from pathways_airflow.resources import POD
+    from pathways_airflow.triggers.watch import SharedWatch
+
+    pods = [_with_managed_fields(pod) for pod in fixture("running_two_slices")["pods"]]
+    lines = b"".join(json.dumps({"type": "ADDED", "object": pod}).encode() + b"\n" for pod in pods)
+    watch = SharedWatch(ClusterTarget(), POD, pods[0]["metadata"]["namespace"], None, prune=pruned_pod)
+    for event in JsonLines(event_of(DECODED_FIELDS[pruned_pod])).feed(lines):
+        watch.apply(event["type"], event["object"])
+    assert len(watch.objects) == len(pods)
+    assert all(type(packed) is bytes and not gc.is_tracked(packed) for packed in watch.objects.values())
+    held = sum(sys.getsizeof(packed) for packed in watch.objects.values())
+    assert held <= 0.5 * _held([pruned_pod(pod) for pod in pods]), (held, _held([pruned_pod(pod) for pod in pods]))
+    assert [watch.get(pod["metadata"]["name"]) for pod in pods] == [pruned_pod(pod) for pod in pods]
 
 
 def _with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -714,25 +719,27 @@ def test_every_shared_watch_of_a_pruned_resource_decodes_only_its_fields() -> No
     )}
 
 
-def test_a_change_keeps_the_parts_it_did_not_touch_as_they_were_cached() -> None:
-    """A watch event brings a whole pod back for one condition: the cache keeps its unchanged
-    spec, metadata labels and other conditions as the objects it held, and only what changed is new."""
+def test_a_change_is_read_as_it_came_and_a_deleted_pod_keeps_its_last_state() -> None:
+    """A watch event brings a whole pod back for one condition: the next read is the changed pod,
+    pruned; a reader changing what it read changes nothing cached; a deletion keeps the last state,
+    marked deleted, under the pod's workload."""
     from pathways_airflow.resources import POD
-    from pathways_airflow.triggers.watch import SharedWatch
+    from pathways_airflow.triggers.watch import SharedWatch, by_label
 
     pod = _with_managed_fields(fixture("running_two_slices")["pods"][1])
     changed = copy.deepcopy(pod)
     changed["metadata"]["resourceVersion"] = "999"
     changed["status"]["conditions"][-1]["status"] = "False"
-    watch = SharedWatch(ClusterTarget(), POD, pod["metadata"]["namespace"], None, prune=pruned_pod)
+    workload = pod["metadata"]["labels"][well_known.JOBSET_NAME]
+    watch = SharedWatch(ClusterTarget(), POD, pod["metadata"]["namespace"], None, index=by_label(well_known.JOBSET_NAME), prune=pruned_pod)
     watch.apply("ADDED", copy.deepcopy(pod))
-    key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-    before = watch.objects[key]
+    assert watch.related(workload) == [pruned_pod(pod)]
     watch.apply("MODIFIED", copy.deepcopy(changed))
-    after = watch.objects[key]
-    assert after == pruned_pod(changed) and before == pruned_pod(pod)
-    assert after["spec"] is before["spec"] and after["metadata"]["labels"] is before["metadata"]["labels"]
-    assert after["status"]["conditions"][0] is before["status"]["conditions"][0]
-    assert after["status"]["conditions"][-1] is not before["status"]["conditions"][-1]
+    (read,) = watch.related(workload)
+    assert read == pruned_pod(changed)
+    read["status"]["conditions"].clear()
+    assert watch.get(pod["metadata"]["name"]) == pruned_pod(changed)
     watch.apply("DELETED", copy.deepcopy(changed))
-    assert watch.deleted[key]["metadata"]["deletionTimestamp"] == "deleted" and "deletionTimestamp" not in after["metadata"]
+    assert watch.related(workload) == [] and watch.get(pod["metadata"]["name"]) is None
+    (last,) = watch.related_deleted(workload)
+    assert last["metadata"]["deletionTimestamp"] == "deleted" and last["status"] == pruned_pod(changed)["status"]

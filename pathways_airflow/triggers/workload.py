@@ -247,37 +247,8 @@ class PathwaysJobTrigger(KillableTrigger):
                         break
                     await wait_for_change(list(subscriptions.values()), recheck_in(self.poll_interval, remaining))
                     continue
-                observation, now = observe(self.backend, self.name, self.namespace, watches), time.time()
-                memory = await self._restart_unblocked(memory, observation, now)
-                live = wait_memory.live_jobs_with(memory.live_jobs, observation.jobs)
-                state = status.workload_state(observation)
-                refused_spec = await self._creation_refused(memory, observation, state, live, now)
-                if refused_spec:
-                    state = model.WorkloadState(model.Phase.FAILED, message=refused_spec, cause=model.FailureCause.BAD_SPEC)
-                read = await self._readings(memory, observation, state, live, now)
-                verdict, seen_again = None, ()
-                if state.phase is model.Phase.FAILED:
-                    settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches, memory)
-                    verdict = outcome.verdict_of(state, settled)
-                line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
-                read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
-                before, (memory, notes) = memory, wait_memory.remembered(memory, observation, state, now, read)
-                resume_line = wait_memory.resume_line_to_log(before, memory)
-                for said in (line, queue_line, resume_line):
-                    if said:
-                        self.log.info("%s/%s: %s", self.namespace, self.name, said)
-                ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
-                if ending and written.written_before_the_event(notes, succeeded=state.phase is model.Phase.SUCCEEDED):
-                    await note_writer(self.cluster).now(self._workload, notes)  # before the deletion and the event: a retry reads the verdict here
-                elif notes:  # evidence for later: neither an API retrying its writes nor thousands of starts hold up the watch
-                    note_writer(self.cluster).later(self._workload, notes, within=written.write_within(notes))
-                if ending:
-                    finished = records.WorkloadEvent(
-                        "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
-                        restarts=wait_memory.in_place(memory), running_since=memory.running_since,
-                        phases=timeline.phases_with(memory.phases, state, time.time()),
-                        queued=memory.queued.to_dict() if memory.queued else None, resumed_from=memory.resumed_from,
-                    )
+                memory, state, finished = await self._look(memory, watches, subscriptions)
+                if finished is not None:
                     yield TriggerEvent(finished.to_payload())
                     return
                 remaining = None if self.deadline is None else self.deadline - time.time()
@@ -291,6 +262,46 @@ class PathwaysJobTrigger(KillableTrigger):
             for key, subscription in subscriptions.items():
                 watches[key].unsubscribe(subscription)
             nodes.unsubscribe(held_nodes)
+
+    async def _look(
+        self, memory: wait_memory.WaitMemory, watches: dict[str, SharedWatch], subscriptions: dict[str, Any]
+    ) -> tuple[wait_memory.WaitMemory, model.WorkloadState, records.WorkloadEvent | None]:
+        """One look at the workload: its objects read from the caches, judged, logged and noted; its
+        state, and its ending's event or ``None`` while it goes on. What the look read dies with it:
+        between looks a wait holds its memory alone, and the caches hold the objects, packed (a
+        wait that kept its last look's objects held a copy of every one of them)."""
+        observation, now = observe(self.backend, self.name, self.namespace, watches), time.time()
+        memory = await self._restart_unblocked(memory, observation, now)
+        live = wait_memory.live_jobs_with(memory.live_jobs, observation.jobs)
+        state = status.workload_state(observation)
+        refused_spec = await self._creation_refused(memory, observation, state, live, now)
+        if refused_spec:
+            state = model.WorkloadState(model.Phase.FAILED, message=refused_spec, cause=model.FailureCause.BAD_SPEC)
+        read = await self._readings(memory, observation, state, live, now)
+        verdict, seen_again = None, ()
+        if state.phase is model.Phase.FAILED:
+            settled, seen_again = await self._settled_verdict(observation, live, subscriptions, watches, memory)
+            verdict = outcome.verdict_of(state, settled)
+        line, queue_line = wait_memory.line_to_log(memory, state, now), wait_memory.queue_line_to_log(memory, read)
+        read = replace(read, verdict=verdict, jobs_seen_again=seen_again)
+        before, (memory, notes) = memory, wait_memory.remembered(memory, observation, state, now, read)
+        resume_line = wait_memory.resume_line_to_log(before, memory)
+        for said in (line, queue_line, resume_line):
+            if said:
+                self.log.info("%s/%s: %s", self.namespace, self.name, said)
+        ending = state.phase.finished or (self.until_phase is not None and status.has_reached(state, self.until_phase))
+        if ending and written.written_before_the_event(notes, succeeded=state.phase is model.Phase.SUCCEEDED):
+            await note_writer(self.cluster).now(self._workload, notes)  # before the deletion and the event: a retry reads the verdict here
+        elif notes:  # evidence for later: neither an API retrying its writes nor thousands of starts hold up the watch
+            note_writer(self.cluster).later(self._workload, notes, within=written.write_within(notes))
+        if ending:
+            return memory, state, records.WorkloadEvent(
+                "finished", self.name, state=state, failure=memory.failure, classification=verdict, last_step=memory.last_step,
+                restarts=wait_memory.in_place(memory), running_since=memory.running_since,
+                phases=timeline.phases_with(memory.phases, state, time.time()),
+                queued=memory.queued.to_dict() if memory.queued else None, resumed_from=memory.resumed_from,
+            )
+        return memory, state, None
 
     async def _readings(
         self, memory: wait_memory.WaitMemory, observation: model.Observation, state: model.WorkloadState, live: wait_memory.Jobs, now: float

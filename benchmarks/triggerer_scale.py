@@ -159,7 +159,7 @@ class Phases:
                 # What every full collection walks: the objects the collector tracks, by type.
                 tracked = Counter(type(o).__name__ for o in gc.get_objects())
                 out.write(f"tracked by the collector: {sum(tracked.values())}\n")
-                out.writelines(f"  {name}: {count}\n" for name, count in tracked.most_common(15))
+                out.writelines(f"  {name}: {count}\n" for name, count in tracked.most_common(40))
 
     def stall(self, late: float) -> None:
         self.stalls.setdefault(self.name, []).append(late)

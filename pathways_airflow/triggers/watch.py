@@ -487,13 +487,13 @@ def freeze_what_is_held() -> bool:
     """With ``[pathways] freeze_gc_after_sync``, leave what the process holds now out of every later
     garbage collection (:func:`gc.freeze`); True when it did.
 
-    A triggerer holding thousands of waits holds hundreds of thousands of containers (the caches,
-    the waits' own objects), and every full collection walks them all: at N = 1000 each one
-    blocked the loop for ~280 ms, at N = 10,000 for over a second (``benchmarks/README.md``).
-    Frozen after a list, they are never walked again; the cached objects are plain JSON and are
-    freed by reference counting when a later event replaces them. The young generations are
-    collected first, so that little cyclic garbage is frozen with them. It acts on the whole
-    triggerer process, as Airflow's own dag-processor does before it forks; hence opt-in.
+    Every full collection walks every container the process holds: Airflow's own (some 240,000
+    in the benchmark's triggerer, once it has imported what it runs) and its waits' (some 80 each; the caches hold
+    bytes, which no collection walks). At N = 1000 each one blocked the loop for ~180 ms
+    (``benchmarks/README.md``). Frozen after a list, they are never walked again. The young
+    generations are collected first, so that little cyclic garbage is frozen with them; but a
+    wait alive at the freeze that later ends in a reference cycle is never collected. It acts on
+    the whole triggerer process, as Airflow's own dag-processor does before it forks; hence opt-in.
     """
     from airflow.providers.common.compat.sdk import conf
 

@@ -325,6 +325,11 @@ async def triggerer(spec_path: str, out_path: str) -> None:
         await AsyncPathwaysHook.close_all()
     except Exception:  # noqa: BLE001 - the anchor's process never opened one
         pass
+    # What the ended waits left in reference cycles: only a full collection frees it, and a
+    # gc.freeze() (``--gc-freeze``) made while they ran would have kept it for good.
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    cyclic = gc.collect()
     Path(out_path).write_text(
         json.dumps(
             {
@@ -344,6 +349,8 @@ async def triggerer(spec_path: str, out_path: str) -> None:
                 "ssl_contexts": phases.ssl_contexts,
                 "events": events,
                 "raised": raised,
+                "frozen_at_stop": frozen,
+                "cyclic_garbage_at_stop": cyclic,
             }
         )
     )
@@ -1241,6 +1248,8 @@ def window_figures(out: dict[str, Any], timeline: Timeline, count: int) -> dict[
         "full_gc": {p: {"count": c.get("count", 0), "max_ms": round(c.get("max", 0.0) * 1000, 1)} for p, c in full_collections.items()},
         "max_full_gc_ms_in_windows": round(max((full_collections.get(p, {}).get("max", 0.0) for p in ("steady", "finish")), default=0.0) * 1000, 1),
         "ssl_contexts": {p: ssl_figures(out["ssl_contexts"].get(p)) for p in ("steady", "finish")},
+        "frozen_at_stop": out.get("frozen_at_stop"),
+        "cyclic_garbage_at_stop": out.get("cyclic_garbage_at_stop"),
     }
 
 

@@ -490,9 +490,9 @@ def freeze_what_is_held() -> bool:
     garbage collection (:func:`gc.freeze`); True when it did.
 
     Every full collection walks every container the process holds: Airflow's own (some 240,000
-    in the benchmark's triggerer, once it has imported what it runs) and its waits' (some 80 each; the caches hold
-    bytes, which no collection walks). At N = 1000 each one blocked the loop for ~180 ms
-    (``benchmarks/README.md``). Frozen as a watch starts (Airflow's own objects, the waits
+    in the benchmark's triggerer, once it has imported what it runs) and its waits' (some 80
+    each; the caches hold bytes, which no collection walks). At N = 1000 each one blocked the
+    loop for ~170 ms (``benchmarks/README.md``). Frozen as a watch starts (Airflow's own objects, the waits
     started so far) and after each of its lists, they are never walked again. The young
     generations are collected first, so that little cyclic garbage is frozen with them; but a
     wait alive at the freeze that later ends in a reference cycle is never collected. It acts on

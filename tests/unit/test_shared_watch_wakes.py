@@ -62,6 +62,37 @@ def test_freezing_after_a_list_is_opt_in_and_freezes_what_is_held(monkeypatch):
         gc.unfreeze()
 
 
+def test_a_watch_freezes_what_is_held_as_it_starts_before_its_list_answers(monkeypatch):
+    """With the option on, Airflow's own objects are out of every later collection from the first
+    watch on, not from the first list that answers (which may take seconds, or an outage long)."""
+    import gc
+
+    monkeypatch.setenv("AIRFLOW__PATHWAYS__FREEZE_GC_AFTER_SYNC", "True")
+
+    async def scenario() -> tuple[int, int, bool]:
+        watch = SharedWatch(ClusterTarget(), POD, "default", None)
+
+        async def never_answers(*_args, **_kwargs):
+            await asyncio.Event().wait()
+
+        watch.hook.list_page = never_answers  # type: ignore[method-assign]
+        gc.unfreeze()
+        before = gc.get_freeze_count()
+        subscription = watch.subscribe(["train"])
+        for _ in range(3):
+            await asyncio.sleep(0)
+        frozen, synced = gc.get_freeze_count(), watch.synced.is_set()
+        watch.unsubscribe(subscription)
+        return before, frozen, synced
+
+    try:
+        before, frozen, synced = asyncio.run(scenario())
+    finally:
+        gc.unfreeze()
+    assert not synced, "no list has answered"
+    assert before == 0 and frozen > 10_000, (before, frozen)
+
+
 def test_a_burst_of_watch_events_leaves_the_loop_turns_while_it_is_applied():
     from pathways_airflow.triggers.watch import EVENTS_PER_TURN
 
